@@ -1,0 +1,5 @@
+"""agentpost: a post office for AI agents (DESIGN.md)."""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

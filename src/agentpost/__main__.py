@@ -1,0 +1,3 @@
+from agentpost.cli import main
+
+main()

@@ -1,0 +1,21 @@
+"""The root click group; subcommand modules register themselves on it."""
+
+from __future__ import annotations
+
+import click
+
+from agentpost import __version__
+
+
+@click.group()
+@click.version_option(__version__, prog_name="agentpost")
+def main() -> None:
+    """agentpost: a post office for AI agents."""
+
+
+def _register() -> None:
+    # Imported for their side effect of adding commands to `main`.
+    from agentpost.cli import mail as _mail  # noqa: F401
+
+
+_register()

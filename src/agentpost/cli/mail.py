@@ -1,0 +1,12 @@
+"""`agentpost mail …` (DESIGN.md §7)."""
+
+from __future__ import annotations
+
+import click
+
+from agentpost.cli.app import main
+
+
+@main.group()
+def mail() -> None:
+    """Notes between agent sessions on different machines, over git refs."""
