@@ -7,6 +7,7 @@ equal JSON values always give the same digest (DESIGN.md §3, §5, §6, §7).
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import rfc8785
 
@@ -15,7 +16,8 @@ JSONValue = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSO
 
 def canonical(value: object) -> bytes:
     """The RFC 8785 serialization of `value` (UTF-8 bytes)."""
-    return rfc8785.dumps(value)
+    data: Any = value
+    return rfc8785.dumps(data)
 
 
 def sha256_hex(value: object) -> str:

@@ -1,0 +1,52 @@
+"""`agentpost serve` (DESIGN.md §3 Starting)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from agentpost.cli.app import main
+from agentpost.hub.config import HubConfig, default_data_dir
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8470, show_default=True, type=int, help="0 picks a free port.")
+@click.option(
+    "--data",
+    "data_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Data dir (default $AGENTPOST_HOME or ~/.local/share/agentpost).",
+)
+@click.option(
+    "--db", "db_url", default=None, help="Database URL (default: SQLite in the data dir)."
+)
+@click.option("--max-upload-bytes", type=int, default=25 * 1024 * 1024, show_default=True)
+@click.option(
+    "--log-level",
+    default="warning",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
+def serve(
+    host: str,
+    port: int,
+    data_dir: Path | None,
+    db_url: str | None,
+    max_upload_bytes: int,
+    log_level: str,
+) -> None:
+    """Run the hub."""
+    from agentpost.hub.serve import serve as run
+
+    config = HubConfig(
+        data_dir=data_dir or default_data_dir(),
+        db_url=db_url or os.environ.get("AGENTPOST_DB"),
+        host=host,
+        port=port,
+        max_upload_bytes=max_upload_bytes,
+    )
+    run(config, log_level)

@@ -1,0 +1,74 @@
+"""The errors every layer shares: one stable `code` each, one remedy for the caller.
+
+Hierarchy::
+
+    AgentpostError            code, message, extra fields for the JSON body
+    ├── RequestError          the request itself is wrong (400/404/409/413/422): fix it
+    ├── AuthError             401/403: a credential or membership problem
+    └── StorageUnavailable    503: the database cannot take writes now; retry later
+
+The hub maps codes to HTTP statuses in one function (`hub/errors.py`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Code(StrEnum):
+    """Stable error codes of the hub API (DESIGN.md §3)."""
+
+    INVALID_JSON = "invalid_json"
+    INVALID_REQUEST = "invalid_request"
+    INVALID_IDEMPOTENCY_KEY = "invalid_idempotency_key"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    AGENT_REMOVED = "agent_removed"
+    MEMBER_REMOVED = "member_removed"
+    CHANNEL_MEMBERSHIP_REQUIRED = "channel_membership_required"
+    NOT_FOUND = "not_found"
+    ROOM_NOT_FOUND = "room_not_found"
+    NO_WORKSPACE = "no_workspace"
+    MEMBER_NOT_FOUND = "member_not_found"
+    MEDIA_NOT_FOUND = "media_not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    WORKSPACE_EXISTS = "workspace_exists"
+    MEMBER_EXISTS = "member_exists"
+    ROOM_EXISTS = "room_exists"
+    ROOM_ARCHIVED = "room_archived"
+    IDEMPOTENCY_IN_FLIGHT = "idempotency_in_flight"
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    COMMAND_REJECTED = "command_rejected"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    STORAGE_UNAVAILABLE = "storage_unavailable"
+    INTERNAL = "internal"
+
+
+class AgentpostError(Exception):
+    """Base of all agentpost errors: a stable `code`, a human `message`, extra body fields."""
+
+    def __init__(self, code: Code, message: str, **extra: object) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+    def body(self) -> dict[str, object]:
+        """The JSON error body `{"error": {"code", "message", ...extra}}`."""
+        return {"error": {"code": str(self.code), "message": self.message, **self.extra}}
+
+
+class RequestError(AgentpostError):
+    """The request is wrong or not possible as asked; sending it again unchanged won't help."""
+
+
+class AuthError(AgentpostError):
+    """The credential is missing or bad, or the member may not do this."""
+
+
+class StorageUnavailable(AgentpostError):
+    """The store cannot commit now (disk full, read-only, connection lost): retry later."""
+
+    def __init__(self, message: str = "storage is unavailable; nothing was written") -> None:
+        super().__init__(Code.STORAGE_UNAVAILABLE, message)

@@ -1,0 +1,134 @@
+"""The hub's ASGI application: routes, error mapping, and the lifespan that opens the
+store, writes the admin token and runs the key sweep (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from agentpost.core.errors import AgentpostError, Code
+from agentpost.core.ids import new_token, token_hash
+from agentpost.hub.blobs import BlobStore
+from agentpost.hub.config import HubConfig
+from agentpost.hub.errors import error_response, handle_agentpost_error, handle_unknown
+from agentpost.hub.idempotency import Idempotency
+from agentpost.hub.metrics import HubMetrics
+from agentpost.hub.notify import Notifier
+from agentpost.hub.routes import admin, events, inbox, messages, meta, rooms
+from agentpost.hub.state import Hub
+from agentpost.store.engine import Engine
+from agentpost.store.open import open_engine
+
+log = logging.getLogger("agentpost.hub")
+
+ROUTES = [
+    Route("/healthz", meta.healthz, methods=["GET"]),
+    Route("/metrics", meta.metrics, methods=["GET"]),
+    Route("/openapi.json", meta.openapi, methods=["GET"]),
+    Route("/v1/capabilities", meta.capabilities, methods=["GET"]),
+    Route("/v1/admin/workspaces", admin.create_workspace, methods=["POST"]),
+    Route("/v1/admin/workspaces", admin.list_workspaces, methods=["GET"]),
+    Route("/v1/admin/workspaces/{ws}/members", admin.add_member, methods=["POST"]),
+    Route("/v1/admin/workspaces/{ws}/members/{name}", admin.remove_member, methods=["DELETE"]),
+    Route("/v1/workspaces/{ws}/rooms", rooms.create_room, methods=["POST"]),
+    Route("/v1/workspaces/{ws}/rooms", rooms.list_rooms, methods=["GET"]),
+    Route("/v1/rooms/{room}", rooms.get_room, methods=["GET"]),
+    Route("/v1/rooms/{room}/participants/{name}", rooms.set_participant, methods=["PUT", "DELETE"]),
+    Route("/v1/rooms/{room}/archive", rooms.set_archived, methods=["POST"]),
+    Route("/v1/rooms/{room}/unarchive", rooms.set_archived, methods=["POST"]),
+    Route("/v1/rooms/{room}/messages", messages.post_message, methods=["POST"]),
+    Route("/v1/rooms/{room}/media", messages.post_media, methods=["POST"]),
+    Route("/v1/rooms/{room}/events", events.list_events, methods=["GET"]),
+    Route("/v1/rooms/{room}/stream", events.stream, methods=["GET"]),
+    Route("/v1/media/{media}", messages.get_media, methods=["GET"]),
+    Route("/v1/inbox", inbox.get_inbox, methods=["GET"]),
+    Route("/v1/inbox/stream", inbox.inbox_stream, methods=["GET"]),
+    Route("/v1/inbox/ack", inbox.ack, methods=["POST"]),
+    Route("/v1/me", inbox.me, methods=["GET"]),
+]
+
+
+def admin_token_hash(data_dir: Path) -> tuple[str, Path | None]:
+    """The admin token's hash; writes `<data>/admin.token` (0600) on first start unless
+    `AGENTPOST_ADMIN_TOKEN` overrides it. Returns (hash, path written or read)."""
+    override = os.environ.get("AGENTPOST_ADMIN_TOKEN")
+    if override:
+        return token_hash(override), None
+    path = data_dir / "admin.token"
+    if not path.exists():
+        token = new_token()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    return token_hash(path.read_text().strip()), path
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        return error_response(AgentpostError(Code.NOT_FOUND, f"no route {request.url.path}"))
+    if exc.status_code == 405:
+        return error_response(AgentpostError(Code.METHOD_NOT_ALLOWED, "method not allowed"))
+    return error_response(AgentpostError(Code.INVALID_REQUEST, str(exc.detail)))
+
+
+async def _sweeper(hub: Hub) -> None:
+    while True:
+        await asyncio.sleep(hub.config.sweep_interval_seconds)
+        try:
+            n = await hub.idempotency.sweep()
+            hub.metrics.keys_swept.inc(n)
+        except AgentpostError as exc:
+            log.warning("key sweep skipped: %s", exc.message)
+
+
+def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
+    """The hub app; the store opens in the lifespan (or `engine` is used as given)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        admin_hash, token_path = admin_token_hash(config.data_dir)
+        if token_path is not None:
+            log.info("admin token: %s", token_path)
+        eng = engine or open_engine(config.db_url, config.data_dir)
+        hub = Hub(
+            config=config,
+            engine=eng,
+            notifier=Notifier(),
+            idempotency=Idempotency(eng, config.key_ttl_seconds, config.key_wait_seconds),
+            blobs=BlobStore(config.blob_dir),
+            metrics=HubMetrics(),
+            admin_hash=admin_hash,
+        )
+        app.state.hub = hub
+        sweeper = asyncio.create_task(_sweeper(hub))
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+            await eng.close()
+
+    return Starlette(
+        routes=ROUTES,
+        lifespan=lifespan,
+        exception_handlers={
+            AgentpostError: handle_agentpost_error,
+            HTTPException: _http_error,
+            Exception: handle_unknown,
+        },
+    )

@@ -1,0 +1,179 @@
+"""Media bytes: streamed to a temp file while hashing and counting, size-capped, then
+renamed into the content-addressed store `<blobs>/<aa>/<sha256>` (DESIGN.md §3 Media).
+
+The blob is durable (fsync'd file and directory) before the row that names it commits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from python_multipart.multipart import MultipartParser, parse_options_header
+
+from agentpost.core.errors import Code, RequestError
+
+_MAX_CAPTION = 65536
+
+
+@dataclass
+class Upload:
+    sha256: str
+    size: int
+    name: str
+    mime_type: str
+    caption: str
+
+
+class BlobStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.tmp = root / "tmp"
+        self.tmp.mkdir(parents=True, exist_ok=True)
+
+    def path_of(self, sha256: str) -> Path:
+        return self.root / sha256[:2] / sha256
+
+    def commit(self, tmp_path: Path, sha256: str) -> None:
+        """Move a finished temp file into place (idempotent: same content, same name)."""
+        final = self.path_of(sha256)
+        final.parent.mkdir(exist_ok=True)
+        if final.exists():
+            tmp_path.unlink()
+            return
+        os.replace(tmp_path, final)
+        dir_fd = os.open(final.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    async def receive(
+        self, content_type: str, stream: AsyncIterator[bytes], max_bytes: int
+    ) -> tuple[Upload, Path]:
+        """Parse a multipart body with fields `file` (required) and `text` (optional)."""
+        ctype, params = parse_options_header(content_type)
+        boundary = params.get(b"boundary")
+        if ctype != b"multipart/form-data" or not boundary:
+            raise RequestError(
+                Code.INVALID_REQUEST, "expected multipart/form-data with a `file` field"
+            )
+        fd, name = tempfile.mkstemp(dir=self.tmp, prefix="up-")
+        tmp_path = Path(name)
+        sink = _Sink(os.fdopen(fd, "wb"), max_bytes)
+        try:
+            parser = MultipartParser(boundary, sink.callbacks())
+            async for chunk in stream:
+                parser.write(chunk)
+                if sink.error is not None:
+                    raise sink.error
+            parser.finalize()
+            if sink.error is not None:
+                raise sink.error
+            upload = sink.result()
+            sink.out.flush()
+            os.fsync(sink.out.fileno())
+        except BaseException:
+            sink.out.close()
+            tmp_path.unlink(missing_ok=True)
+            raise
+        sink.out.close()
+        return upload, tmp_path
+
+
+class _Sink:
+    """Callbacks for the streaming multipart parser: file bytes to disk, caption to memory."""
+
+    def __init__(self, out: object, max_bytes: int) -> None:
+        self.out = out  # type: ignore[assignment]
+        self.max_bytes = max_bytes
+        self.hasher = hashlib.sha256()
+        self.size = 0
+        self.error: RequestError | None = None
+        self.field = b""
+        self.value = b""
+        self.headers: dict[bytes, bytes] = {}
+        self.part: str | None = None
+        self.caption = bytearray()
+        self.filename: str | None = None
+        self.mime: str | None = None
+        self.files = 0
+        self.saw_text = False
+
+    def callbacks(self) -> dict[str, object]:
+        return {
+            "on_part_begin": self.part_begin,
+            "on_header_field": lambda d, s, e: setattr(self, "field", self.field + d[s:e]),
+            "on_header_value": lambda d, s, e: setattr(self, "value", self.value + d[s:e]),
+            "on_header_end": self.header_end,
+            "on_headers_finished": self.headers_finished,
+            "on_part_data": self.part_data,
+        }
+
+    def part_begin(self) -> None:
+        self.headers = {}
+        self.part = None
+
+    def header_end(self) -> None:
+        self.headers[self.field.lower()] = self.value
+        self.field = b""
+        self.value = b""
+
+    def headers_finished(self) -> None:
+        disp, params = parse_options_header(self.headers.get(b"content-disposition", b""))
+        name = params.get(b"name", b"").decode("utf-8", "replace")
+        if name == "file":
+            self.files += 1
+            if self.files > 1:
+                self.error = RequestError(
+                    Code.INVALID_REQUEST, "only one `file` per upload", field="file"
+                )
+            raw = params.get(b"filename", b"").decode("utf-8", "replace")
+            self.filename = os.path.basename(raw.replace("\\", "/")).strip() or "upload"
+            self.mime = (
+                self.headers.get(b"content-type", b"application/octet-stream")
+                .decode("latin-1")
+                .strip()
+            )
+        elif name == "text":
+            self.saw_text = True
+        else:
+            self.error = RequestError(
+                Code.INVALID_REQUEST, f"unknown form field {name!r}", field=name
+            )
+        self.part = name
+
+    def part_data(self, data: bytes, start: int, end: int) -> None:
+        if self.error is not None:
+            return
+        piece = data[start:end]
+        if self.part == "file":
+            self.size += len(piece)
+            if self.size > self.max_bytes:
+                self.error = RequestError(
+                    Code.PAYLOAD_TOO_LARGE, f"file is over {self.max_bytes} bytes"
+                )
+                return
+            self.hasher.update(piece)
+            self.out.write(piece)  # type: ignore[attr-defined]
+        elif self.part == "text":
+            self.caption += piece
+            if len(self.caption) > _MAX_CAPTION:
+                self.error = RequestError(Code.INVALID_REQUEST, "caption is too long", field="text")
+
+    def result(self) -> Upload:
+        if self.files != 1 or self.filename is None or self.mime is None:
+            raise RequestError(
+                Code.INVALID_REQUEST, "the upload needs one `file` field", field="file"
+            )
+        try:
+            caption = self.caption.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            raise RequestError(Code.INVALID_REQUEST, "caption is not UTF-8", field="text") from exc
+        return Upload(
+            self.hasher.hexdigest(), self.size, self.filename[:255], self.mime[:255], caption
+        )

@@ -1,0 +1,32 @@
+"""Hub settings from flags and the environment (DESIGN.md §3 "Starting")."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def default_data_dir() -> Path:
+    home = os.environ.get("AGENTPOST_HOME")
+    return Path(home) if home else Path.home() / ".local" / "share" / "agentpost"
+
+
+@dataclass
+class HubConfig:
+    data_dir: Path = field(default_factory=default_data_dir)
+    db_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8470
+    max_upload_bytes: int = 25 * 1024 * 1024
+    max_json_bytes: int = 1024 * 1024
+    key_ttl_seconds: int = 86400
+    key_wait_seconds: float = 5.0
+    sweep_interval_seconds: float = 60.0
+    sse_keepalive_seconds: float = field(
+        default_factory=lambda: float(os.environ.get("AGENTPOST_SSE_KEEPALIVE", "15"))
+    )
+
+    @property
+    def blob_dir(self) -> Path:
+        return self.data_dir / "blobs"

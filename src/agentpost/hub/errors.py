@@ -1,0 +1,70 @@
+"""Errors to HTTP: the one function that maps every `Code` to a status (CONVENTIONS §4)."""
+
+from __future__ import annotations
+
+import logging
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from agentpost.core.errors import AgentpostError, Code
+
+log = logging.getLogger("agentpost.hub")
+
+STATUS: dict[Code, int] = {
+    Code.INVALID_JSON: 400,
+    Code.INVALID_REQUEST: 400,
+    Code.INVALID_IDEMPOTENCY_KEY: 400,
+    Code.UNAUTHORIZED: 401,
+    Code.FORBIDDEN: 403,
+    Code.AGENT_REMOVED: 403,
+    Code.MEMBER_REMOVED: 403,
+    Code.CHANNEL_MEMBERSHIP_REQUIRED: 403,
+    Code.NOT_FOUND: 404,
+    Code.ROOM_NOT_FOUND: 404,
+    Code.NO_WORKSPACE: 404,
+    Code.MEMBER_NOT_FOUND: 404,
+    Code.MEDIA_NOT_FOUND: 404,
+    Code.METHOD_NOT_ALLOWED: 405,
+    Code.WORKSPACE_EXISTS: 409,
+    Code.MEMBER_EXISTS: 409,
+    Code.ROOM_EXISTS: 409,
+    Code.ROOM_ARCHIVED: 409,
+    Code.IDEMPOTENCY_IN_FLIGHT: 409,
+    Code.PAYLOAD_TOO_LARGE: 413,
+    Code.UNSUPPORTED_MEDIA_TYPE: 415,
+    Code.IDEMPOTENCY_CONFLICT: 422,
+    Code.COMMAND_REJECTED: 422,
+    Code.INTERNAL: 500,
+    Code.STORAGE_UNAVAILABLE: 503,
+}
+
+
+def status_of(code: Code) -> int:
+    return STATUS.get(code, 500)
+
+
+def json_response(status: int, body: bytes, headers: dict[str, str] | None = None) -> Response:
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def error_response(exc: AgentpostError) -> Response:
+    headers = {}
+    if exc.code is Code.IDEMPOTENCY_IN_FLIGHT:
+        headers["Retry-After"] = "1"
+    if exc.code is Code.STORAGE_UNAVAILABLE:
+        headers["Retry-After"] = "5"
+    if exc.code is Code.UNAUTHORIZED:
+        headers["WWW-Authenticate"] = "Bearer"
+    return json_response(status_of(exc.code), msgspec.json.encode(exc.body()), headers)
+
+
+async def handle_agentpost_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, AgentpostError)
+    return error_response(exc)
+
+
+async def handle_unknown(request: Request, exc: Exception) -> Response:
+    log.exception("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(AgentpostError(Code.INTERNAL, "internal error; it was logged"))

@@ -1,0 +1,184 @@
+"""Every idempotency decision of the hub (DESIGN.md §3), in one place.
+
+- Keys are 1–255 visible ASCII characters, scoped per member.
+- The fingerprint is sha256 over JCS of {route, room, normalized body}.
+- The claim, the event and the stored response commit in ONE transaction: a crash before
+  commit leaves the key free, after commit the answer is known. No key is ever left
+  "running" across a crash.
+- Same key + same fingerprint within the TTL: the stored status and body, byte for byte,
+  `Idempotency-Status: replayed`. Other fingerprint: 422 `idempotency_conflict`.
+- Same key while the first is in flight: wait (bounded), then replay; past the bound
+  409 `idempotency_in_flight` with `state: running`.
+- A refusal for content (`Rejected`) is recorded as state `rejected` and replayed as such;
+  every other refusal rolls back with the job and leaves the key unused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import msgspec
+
+from agentpost.core.errors import AgentpostError, Code, RequestError
+from agentpost.core.jcs import sha256_hex
+from agentpost.store import keys
+from agentpost.store.engine import Engine, Tx
+from agentpost.store.models import KeyRecord
+
+HEADER = "Idempotency-Key"
+STATUS_HEADER = "Idempotency-Status"
+CREATED = "created"
+REPLAYED = "replayed"
+STATE_CREATED = "created"
+STATE_REJECTED = "rejected"
+
+_KEY = re.compile(r"[\x21-\x7e]{1,255}")
+
+
+class Rejected(AgentpostError):
+    """A refusal for the request's content by a room policy: it consumes the key (§3)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(Code.COMMAND_REJECTED, message, reason=reason)
+
+
+@dataclass(frozen=True)
+class Created:
+    """What a job made: the response and the event it belongs to."""
+
+    status: int
+    body: bytes
+    room_id: str | None
+    event_id: str | None
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes
+    idempotency_status: str
+
+
+def check_key(raw: str | None) -> str | None:
+    """The key if present and well-formed; 400 `invalid_idempotency_key` otherwise."""
+    if raw is None:
+        return None
+    if not _KEY.fullmatch(raw):
+        raise RequestError(
+            Code.INVALID_IDEMPOTENCY_KEY,
+            "Idempotency-Key must be 1-255 visible ASCII characters",
+        )
+    return raw
+
+
+def fingerprint(route: str, room_id: str, normalized: object) -> str:
+    return sha256_hex({"route": route, "room": room_id, "body": normalized})
+
+
+class Idempotency:
+    """Runs keyed writes so that one (member, key) makes at most one thing."""
+
+    def __init__(self, engine: Engine, ttl_seconds: int, wait_seconds: float) -> None:
+        self.engine = engine
+        self.ttl_ms = ttl_seconds * 1000
+        self.wait_seconds = wait_seconds
+        self._in_flight: dict[tuple[str, str], asyncio.Future[None]] = {}
+        self.replays = 0
+        self.conflicts = 0
+
+    def _cutoff(self) -> int:
+        return int(time.time() * 1000) - self.ttl_ms
+
+    def _from_record(self, rec: KeyRecord, fp: str) -> Answer:
+        if rec.fingerprint != fp:
+            self.conflicts += 1
+            raise RequestError(
+                Code.IDEMPOTENCY_CONFLICT,
+                "this Idempotency-Key was already used for a different request; nothing was posted",
+            )
+        self.replays += 1
+        return Answer(rec.status, rec.body, REPLAYED)
+
+    async def lookup(self, member_id: str, key: str) -> KeyRecord | None:
+        """The live record of a key, for the send-state route (§5)."""
+        rec = await self.engine.read(lambda db: keys.get(db, member_id, key))
+        return rec if rec is not None and rec.created_at >= self._cutoff() else None
+
+    async def run(
+        self, member_id: str, key: str, fp: str, create: Callable[[Tx], Created]
+    ) -> Answer:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait_seconds
+        slot = (member_id, key)
+        while True:
+            rec = await self.lookup(member_id, key)
+            if rec is not None:
+                return self._from_record(rec, fp)
+            first = self._in_flight.get(slot)
+            if first is None:
+                break
+            remaining = deadline - loop.time()
+            try:
+                await asyncio.wait_for(asyncio.shield(first), max(remaining, 0))
+            except TimeoutError:
+                raise RequestError(
+                    Code.IDEMPOTENCY_IN_FLIGHT,
+                    "a request with this Idempotency-Key is still running; retry later",
+                    state="running",
+                ) from None
+        mine: asyncio.Future[None] = loop.create_future()
+        self._in_flight[slot] = mine
+        try:
+            outcome = await self.engine.write(
+                lambda tx: self._claim(tx, member_id, key, fp, create)
+            )
+        finally:
+            del self._in_flight[slot]
+            mine.set_result(None)
+        if isinstance(outcome, KeyRecord):  # claimed by another process first
+            return self._from_record(outcome, fp)
+        return outcome
+
+    def _claim(
+        self, tx: Tx, member_id: str, key: str, fp: str, create: Callable[[Tx], Created]
+    ) -> Answer | KeyRecord:
+        rec = keys.get(tx, member_id, key)
+        if rec is not None:
+            if rec.created_at >= self._cutoff():
+                return rec
+            keys.delete(tx, member_id, key)  # expired: the key is new again (§3)
+        try:
+            made = create(tx)
+            state = STATE_CREATED
+        except Rejected as exc:
+            made = Created(422, msgspec.json.encode(exc.body()), None, None)
+            state = STATE_REJECTED
+        keys.insert(
+            tx,
+            KeyRecord(
+                member_id=member_id,
+                key=key,
+                fingerprint=fp,
+                state=state,
+                status=made.status,
+                body=made.body,
+                room_id=made.room_id,
+                event_id=made.event_id,
+                created_at=int(time.time() * 1000),
+            ),
+        )
+        return Answer(made.status, made.body, CREATED)
+
+    async def sweep(self, limit: int = 1000) -> int:
+        """Delete expired records in small batches so the sweep never blocks posting."""
+        cutoff = self._cutoff()
+        total = 0
+        while True:
+            n = await self.engine.write(lambda tx: keys.sweep(tx, cutoff, limit))
+            total += n
+            if n < limit:
+                return total

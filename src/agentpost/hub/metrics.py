@@ -1,0 +1,50 @@
+"""Prometheus metrics of one hub process (prometheus-client, text format at /metrics)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+
+class HubMetrics:
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.posts = Counter(
+            "agentpost_posts",
+            "Posts answered, by route and outcome",
+            ["route", "outcome"],
+            registry=self.registry,
+        )
+        self.replays = Counter(
+            "agentpost_idempotent_replays",
+            "Keyed requests answered from the stored response",
+            registry=self.registry,
+        )
+        self.conflicts = Counter(
+            "agentpost_idempotency_conflicts",
+            "Keyed requests refused: same key, other request",
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "agentpost_post_latency_seconds",
+            "Time to answer a post",
+            ["route"],
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+        )
+        self.open_streams = Gauge(
+            "agentpost_open_streams",
+            "Open SSE streams and long polls",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.keys_swept = Counter(
+            "agentpost_idempotency_keys_swept",
+            "Expired idempotency records deleted",
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

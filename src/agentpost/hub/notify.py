@@ -1,0 +1,43 @@
+"""In-process wake-ups for streams and long polls: "something new for this room/member".
+
+A waiter takes the current `asyncio.Event` for a key, re-reads the store, and only then
+waits; a commit's after-commit callback sets and retires the event. Data always comes
+from the store, so a missed wake-up costs latency, never an event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+
+class Notifier:
+    def __init__(self) -> None:
+        self._events: dict[str, asyncio.Event] = {}
+
+    def event(self, key: str) -> asyncio.Event:
+        ev = self._events.get(key)
+        if ev is None:
+            ev = self._events[key] = asyncio.Event()
+        return ev
+
+    def notify(self, key: str) -> None:
+        ev = self._events.pop(key, None)
+        if ev is not None:
+            ev.set()
+
+
+async def wait(ev: asyncio.Event, timeout: float) -> bool:
+    """True when woken, False on timeout."""
+    try:
+        await asyncio.wait_for(ev.wait(), timeout)
+    except TimeoutError:
+        return False
+    return True
+
+
+def room_key(room_id: str) -> str:
+    return "room:" + room_id
+
+
+def inbox_key(member_id: str) -> str:
+    return "inbox:" + member_id

@@ -1,0 +1,155 @@
+"""Making events: the write-transaction half of a post (DESIGN.md §2, §3).
+
+Runs inside the store's write transaction: every check here is authoritative, and a
+refusal rolls the whole job back (the key stays unused).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from agentpost.core.clock import now_ms, rfc3339
+from agentpost.core.errors import AuthError, Code, RequestError
+from agentpost.core.ids import new_id
+from agentpost.hub import routing
+from agentpost.hub.idempotency import Created
+from agentpost.hub.notify import Notifier, inbox_key, room_key
+from agentpost.hub.schemas import Attachment, Event
+from agentpost.store import events, inbox, media, rooms
+from agentpost.store.engine import Db, Tx
+from agentpost.store.models import MediaRow, Member, Room
+
+_encode = msgspec.json.encode
+
+
+def sendable_room(db: Db, room_id: str, sender: Member) -> Room:
+    """The room if `sender` may post into it now."""
+    room = rooms.room_by_id(db, room_id)
+    if room is None or room.workspace_id != sender.workspace_id:
+        raise RequestError(Code.ROOM_NOT_FOUND, f"no room {room_id!r}")
+    if not rooms.is_participant(db, room.id, sender.id):
+        raise AuthError(
+            Code.CHANNEL_MEMBERSHIP_REQUIRED, f"{sender.name!r} is not a participant of this room"
+        )
+    if room.archived:
+        raise RequestError(Code.ROOM_ARCHIVED, "the room is archived; unarchive it to post")
+    return room
+
+
+def attachment_of(m: MediaRow) -> Attachment:
+    return Attachment(id=m.id, name=m.name, mime_type=m.mime_type, size=m.size, sha256=m.sha256)
+
+
+def append_event(
+    tx: Tx,
+    notifier: Notifier,
+    room: Room,
+    sender: Member,
+    *,
+    type_: str,
+    text: str,
+    attachments: list[Attachment],
+    metadata: dict[str, Any],
+    in_reply_to: str | None,
+    reply_kind: str | None,
+) -> tuple[Event, bytes]:
+    """Take the next seq, store the event and its inbox rows; wake streams after commit."""
+    woken = routing.targets(tx, sender, text)
+    seq = rooms.next_seq(tx, room.id)
+    ev = Event(
+        id=new_id("ev"),
+        room=room.id,
+        seq=seq,
+        sender=sender.name,
+        sender_kind=sender.kind,
+        type=type_,
+        text=text,
+        attachments=attachments,
+        metadata=metadata,
+        in_reply_to=in_reply_to,
+        reply_kind=reply_kind,
+        targets=[m.name for m in woken],
+        created_at=rfc3339(now_ms()),
+    )
+    body = _encode(ev)
+    events.insert(tx, room.id, seq, ev.id, body)
+    inbox.add(tx, [m.id for m in woken], room.id, seq)
+    keys_to_wake = [room_key(room.id)] + [inbox_key(m.id) for m in woken]
+
+    def wake() -> None:
+        for k in keys_to_wake:
+            notifier.notify(k)
+
+    tx.after_commit(wake)
+    return ev, body
+
+
+def create_message(
+    tx: Tx, notifier: Notifier, room_id: str, sender: Member, normalized: dict[str, Any]
+) -> Created:
+    room = sendable_room(tx, room_id, sender)
+    ids: list[str] = normalized["attachments"]
+    found = {m.id: m for m in media.by_ids(tx, room.id, ids)}
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise RequestError(
+            Code.INVALID_REQUEST,
+            f"unknown media in this room: {', '.join(missing)}",
+            field="$.attachments",
+        )
+    ev, body = append_event(
+        tx,
+        notifier,
+        room,
+        sender,
+        type_="message",
+        text=normalized["text"],
+        attachments=[attachment_of(found[i]) for i in ids],
+        metadata=normalized["metadata"],
+        in_reply_to=normalized["in_reply_to"],
+        reply_kind=normalized["reply_kind"],
+    )
+    return Created(201, b'{"event":' + body + b"}", room.id, ev.id)
+
+
+def create_media_event(
+    tx: Tx, notifier: Notifier, room_id: str, sender: Member, row: MediaRow, caption: str
+) -> Created:
+    room = sendable_room(tx, room_id, sender)
+    stored = MediaRow(
+        id=row.id,
+        room_id=room.id,
+        sha256=row.sha256,
+        name=row.name,
+        mime_type=row.mime_type,
+        size=row.size,
+        uploader=sender.name,
+        created_at=row.created_at,
+    )
+    media.insert(tx, stored)
+    ev, body = append_event(
+        tx,
+        notifier,
+        room,
+        sender,
+        type_="media",
+        text=caption,
+        attachments=[attachment_of(stored)],
+        metadata={},
+        in_reply_to=None,
+        reply_kind=None,
+    )
+    media_json = _encode(
+        {
+            "id": stored.id,
+            "room": room.id,
+            "name": stored.name,
+            "mime_type": stored.mime_type,
+            "size": stored.size,
+            "sha256": stored.sha256,
+            "url": f"/v1/media/{stored.id}",
+        }
+    )
+    return Created(201, b'{"media":' + media_json + b',"event":' + body + b"}", room.id, ev.id)

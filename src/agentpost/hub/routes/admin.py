@@ -1,0 +1,108 @@
+"""`/v1/admin/*`: workspaces and members, with the admin token (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from agentpost.core.errors import Code, RequestError
+from agentpost.core.ids import new_token, token_hash
+from agentpost.hub import auth
+from agentpost.hub.decode import read_json
+from agentpost.hub.errors import json_response
+from agentpost.hub.schemas import MemberIn, MemberOut, WorkspaceIn
+from agentpost.hub.state import hub_of
+from agentpost.store import members
+from agentpost.store.engine import Tx
+from agentpost.store.models import Member
+
+
+def member_out(m: Member) -> MemberOut:
+    return MemberOut(id=m.id, name=m.name, kind=m.kind, status=m.status, owner=m.owner)
+
+
+async def create_workspace(request: Request) -> Response:
+    hub = hub_of(request)
+    auth.require_admin(request, hub.admin_hash)
+    body = await read_json(request, WorkspaceIn, hub.config.max_json_bytes)
+    ws = await hub.engine.write(lambda tx: members.create_workspace(tx, body.name))
+    if ws is None:
+        raise RequestError(Code.WORKSPACE_EXISTS, f"workspace {body.name!r} exists")
+    return json_response(201, msgspec.json.encode({"workspace": {"id": ws.id, "name": ws.name}}))
+
+
+async def list_workspaces(request: Request) -> Response:
+    hub = hub_of(request)
+    auth.require_admin(request, hub.admin_hash)
+    found = await hub.engine.read(members.list_workspaces)
+    return json_response(
+        200, msgspec.json.encode({"workspaces": [{"id": w.id, "name": w.name} for w in found]})
+    )
+
+
+async def add_member(request: Request) -> Response:
+    hub = hub_of(request)
+    auth.require_admin(request, hub.admin_hash)
+    ws_name = request.path_params["ws"]
+    body = await read_json(request, MemberIn, hub.config.max_json_bytes)
+    if body.kind == "human" and body.owner is not None:
+        raise RequestError(Code.INVALID_REQUEST, "only agents have an owner", field="$.owner")
+    token = new_token()
+
+    def add(tx: Tx) -> Member:
+        ws = members.workspace_by_name(tx, ws_name)
+        if ws is None:
+            raise RequestError(Code.NO_WORKSPACE, f"no workspace {ws_name!r}")
+        if body.owner is not None:
+            owner = members.member_by_name(tx, ws.id, body.owner)
+            if owner is None or owner.kind != "human" or owner.status != "active":
+                raise RequestError(
+                    Code.INVALID_REQUEST,
+                    f"owner {body.owner!r} is not an active human member",
+                    field="$.owner",
+                )
+        m = members.create_member(tx, ws, body.name, body.kind, body.owner)
+        if m is None:
+            raise RequestError(Code.MEMBER_EXISTS, f"member {body.name!r} exists in {ws_name!r}")
+        members.add_token(tx, m.id, token_hash(token))
+        return m
+
+    m = await hub.engine.write(add)
+    return json_response(
+        201, msgspec.json.encode({"member": member_out(m), "token": token, "workspace": ws_name})
+    )
+
+
+async def remove_member(request: Request) -> Response:
+    hub = hub_of(request)
+    auth.require_admin(request, hub.admin_hash)
+    ws_name = request.path_params["ws"]
+    name = request.path_params["name"]
+    hard_raw = request.query_params.get("hard", "false").lower()
+    if hard_raw not in ("true", "false", "1", "0"):
+        raise RequestError(Code.INVALID_REQUEST, "hard must be true or false", field="hard")
+    hard = hard_raw in ("true", "1")
+
+    def remove(tx: Tx) -> Member:
+        ws = members.workspace_by_name(tx, ws_name)
+        if ws is None:
+            raise RequestError(Code.NO_WORKSPACE, f"no workspace {ws_name!r}")
+        m = members.member_by_name(tx, ws.id, name)
+        if m is None:
+            raise RequestError(Code.MEMBER_NOT_FOUND, f"no member {name!r} in {ws_name!r}")
+        members.remove_member(tx, m.id, hard)
+        return m
+
+    m = await hub.engine.write(remove)
+    out = {
+        "member": {
+            "id": m.id,
+            "name": m.name,
+            "kind": m.kind,
+            "status": "removed",
+            "owner": m.owner,
+        },
+        "hard": hard,
+    }
+    return json_response(200, msgspec.json.encode(out))

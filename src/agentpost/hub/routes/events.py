@@ -1,0 +1,110 @@
+"""Reading a room: pages of events and the SSE stream, resumable by `Last-Event-ID` (§3)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from agentpost.core.errors import Code, RequestError
+from agentpost.hub import auth
+from agentpost.hub.errors import json_response
+from agentpost.hub.notify import room_key, wait
+from agentpost.hub.routes.rooms import visible_room
+from agentpost.hub.state import Hub, hub_of
+from agentpost.store import events
+from agentpost.store.engine import Db
+from agentpost.store.models import Member
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+STREAM_PAGE = 200
+
+
+def int_param(request: Request, name: str, default: int, low: int, high: int | None = None) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise RequestError(Code.INVALID_REQUEST, f"{name} must be an integer", field=name) from None
+    if value < low:
+        raise RequestError(Code.INVALID_REQUEST, f"{name} must be at least {low}", field=name)
+    return min(value, high) if high is not None else value
+
+
+def float_param(request: Request, name: str, default: float, high: float) -> float:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise RequestError(Code.INVALID_REQUEST, f"{name} must be a number", field=name) from None
+    if not 0 <= value < float("inf"):
+        raise RequestError(Code.INVALID_REQUEST, f"{name} must be 0 or more", field=name)
+    return min(value, high)
+
+
+async def _page(
+    hub: Hub, member: Member, room_id: str, after: int, limit: int
+) -> list[tuple[int, bytes]]:
+    def read(db: Db) -> list[tuple[int, bytes]]:
+        visible_room(db, room_id, member)
+        return events.page(db, room_id, after, limit)
+
+    return await hub.engine.read(read)
+
+
+async def list_events(request: Request) -> Response:
+    hub = hub_of(request)
+    member = await auth.member(request, hub.engine)
+    after = int_param(request, "after", 0, 0)
+    limit = int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    rows = await _page(hub, member, request.path_params["room"], after, limit)
+    return json_response(200, b'{"events":[' + b",".join(body for _, body in rows) + b"]}")
+
+
+def sse_frame(ident: int, data: bytes) -> bytes:
+    return b"id: %d\nevent: event\ndata: " % ident + data + b"\n\n"
+
+
+async def stream(request: Request) -> Response:
+    hub = hub_of(request)
+    member = await auth.member(request, hub.engine)
+    room_id = request.path_params["room"]
+    start = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+    if not start.isdigit():
+        raise RequestError(
+            Code.INVALID_REQUEST, "Last-Event-ID must be a seq number", field="Last-Event-ID"
+        )
+    after = int(start)
+    await _page(hub, member, room_id, after, 1)  # refuse now, not inside the stream
+    keepalive = hub.config.sse_keepalive_seconds
+
+    async def frames() -> AsyncIterator[bytes]:
+        nonlocal after
+        gauge = hub.metrics.open_streams.labels("room")
+        gauge.inc()
+        try:
+            yield b": stream open\n\n"
+            while True:
+                woken = hub.notifier.event(room_key(room_id))
+                rows = await _page(hub, member, room_id, after, STREAM_PAGE)
+                for seq, body in rows:
+                    yield sse_frame(seq, body)
+                    after = seq
+                if len(rows) == STREAM_PAGE:
+                    continue
+                if not await wait(woken, keepalive):
+                    yield b": keep-alive\n\n"
+        finally:
+            gauge.dec()
+
+    return StreamingResponse(
+        frames(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

@@ -1,0 +1,153 @@
+"""Posting: messages and media, keyed or not (DESIGN.md §3). HTTP only; rules live in
+`hub/idempotency.py` (keys) and `hub/posting.py` (events)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+
+from agentpost.core.clock import now_ms
+from agentpost.core.errors import AgentpostError, Code, RequestError
+from agentpost.core.ids import new_id
+from agentpost.hub import auth, idempotency, posting
+from agentpost.hub.decode import read_json
+from agentpost.hub.errors import json_response
+from agentpost.hub.idempotency import Answer, Created
+from agentpost.hub.routes.rooms import visible_room
+from agentpost.hub.schemas import MessageIn
+from agentpost.hub.state import Hub, hub_of
+from agentpost.store import media
+from agentpost.store.engine import Db, Tx
+from agentpost.store.models import MediaRow
+
+MESSAGES_ROUTE = "POST /v1/rooms/{room}/messages"
+MEDIA_ROUTE = "POST /v1/rooms/{room}/media"
+
+
+def normalize(body: MessageIn) -> dict[str, Any]:
+    """The request as stored and compared: text trimmed, defaults filled in (§3)."""
+    text = body.text.strip()
+    if not text and not body.attachments:
+        raise RequestError(Code.INVALID_REQUEST, "text must not be blank", field="$.text")
+    if body.reply_kind is not None and body.in_reply_to is None:
+        raise RequestError(
+            Code.INVALID_REQUEST, "reply_kind needs in_reply_to", field="$.reply_kind"
+        )
+    return {
+        "text": text,
+        "metadata": body.metadata,
+        "in_reply_to": body.in_reply_to,
+        "reply_kind": body.reply_kind,
+        "attachments": list(dict.fromkeys(body.attachments)),
+    }
+
+
+def answer_response(ans: Answer, keyed: bool) -> Response:
+    headers = {idempotency.STATUS_HEADER: ans.idempotency_status} if keyed else None
+    return json_response(ans.status, ans.body, headers)
+
+
+async def _post(
+    hub: Hub, route: str, member_id: str, key: str | None, fp: str | None, create: Any
+) -> Response:
+    """Run one post through the key rules (or straight, without a key); count it."""
+    started = time.perf_counter()
+    outcome = "error"
+    try:
+        if key is not None and fp is not None:
+            ans = await hub.idempotency.run(member_id, key, fp, create)
+        else:
+            made: Created = await hub.engine.write(create)
+            ans = Answer(made.status, made.body, idempotency.CREATED)
+        outcome = ans.idempotency_status if ans.status < 300 else "rejected"
+        if ans.idempotency_status == idempotency.REPLAYED:
+            hub.metrics.replays.inc()
+        return answer_response(ans, key is not None)
+    except AgentpostError as exc:
+        outcome = str(exc.code)
+        if exc.code is Code.IDEMPOTENCY_CONFLICT:
+            hub.metrics.conflicts.inc()
+        raise
+    finally:
+        hub.metrics.posts.labels(route, outcome).inc()
+        hub.metrics.latency.labels(route).observe(time.perf_counter() - started)
+
+
+async def post_message(request: Request) -> Response:
+    hub = hub_of(request)
+    member = await auth.member(request, hub.engine)
+    key = idempotency.check_key(request.headers.get(idempotency.HEADER))
+    room_id = request.path_params["room"]
+    body = await read_json(request, MessageIn, hub.config.max_json_bytes)
+    normalized = normalize(body)
+    fp = idempotency.fingerprint(MESSAGES_ROUTE, room_id, normalized) if key else None
+
+    def create(tx: Tx) -> Created:
+        return posting.create_message(tx, hub.notifier, room_id, member, normalized)
+
+    return await _post(hub, MESSAGES_ROUTE, member.id, key, fp, create)
+
+
+async def post_media(request: Request) -> Response:
+    hub = hub_of(request)
+    member = await auth.member(request, hub.engine)
+    key = idempotency.check_key(request.headers.get(idempotency.HEADER))
+    room_id = request.path_params["room"]
+    # Refuse early what would be refused anyway, before streaming a large body to disk.
+    await hub.engine.read(lambda db: visible_room(db, room_id, member))
+    declared = request.headers.get("content-length")
+    cap = hub.config.max_upload_bytes
+    if declared is not None and declared.isdigit() and int(declared) > cap + 65536:
+        raise RequestError(Code.PAYLOAD_TOO_LARGE, f"file is over {cap} bytes")
+    upload, tmp_path = await hub.blobs.receive(
+        request.headers.get("content-type", ""), request.stream(), cap
+    )
+    hub.blobs.commit(tmp_path, upload.sha256)
+    normalized = {
+        "name": upload.name,
+        "mime_type": upload.mime_type,
+        "sha256": upload.sha256,
+        "text": upload.caption,
+    }
+    fp = idempotency.fingerprint(MEDIA_ROUTE, room_id, normalized) if key else None
+    row = MediaRow(
+        id=new_id("md"),
+        room_id=room_id,
+        sha256=upload.sha256,
+        name=upload.name,
+        mime_type=upload.mime_type,
+        size=upload.size,
+        uploader=member.name,
+        created_at=now_ms(),
+    )
+
+    def create(tx: Tx) -> Created:
+        return posting.create_media_event(tx, hub.notifier, room_id, member, row, upload.caption)
+
+    return await _post(hub, MEDIA_ROUTE, member.id, key, fp, create)
+
+
+async def get_media(request: Request) -> Response:
+    hub = hub_of(request)
+    member = await auth.member(request, hub.engine)
+    media_id = request.path_params["media"]
+
+    def read(db: Db) -> MediaRow:
+        row = media.by_id(db, media_id)
+        if row is None:
+            raise RequestError(Code.MEDIA_NOT_FOUND, f"no media {media_id!r}")
+        try:
+            visible_room(db, row.room_id, member)
+        except AgentpostError:
+            # Not a participant: the media does not exist for this member.
+            raise RequestError(Code.MEDIA_NOT_FOUND, f"no media {media_id!r}") from None
+        return row
+
+    row = await hub.engine.read(read)
+    path = hub.blobs.path_of(row.sha256)
+    return FileResponse(
+        path, media_type=row.mime_type, filename=row.name, headers={"X-Content-SHA256": row.sha256}
+    )

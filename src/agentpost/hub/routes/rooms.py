@@ -1,0 +1,157 @@
+"""Rooms: create, read, list, participants, archive (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from agentpost.core.errors import AuthError, Code, RequestError
+from agentpost.hub import auth
+from agentpost.hub.decode import read_json
+from agentpost.hub.errors import json_response
+from agentpost.hub.schemas import RoomIn, RoomOut
+from agentpost.hub.state import Hub, hub_of
+from agentpost.store import members, rooms
+from agentpost.store.engine import Db, Tx
+from agentpost.store.models import Member, Room
+
+
+def room_out(db: Db, room: Room, workspace: str) -> RoomOut:
+    return RoomOut(
+        id=room.id,
+        workspace=workspace,
+        name=room.name,
+        kind=room.kind,
+        mode=room.mode,
+        master=room.master,
+        archived=room.archived,
+        owner=room.owner,
+        sensitive_filter=room.sensitive_filter,
+        last_seq=room.last_seq,
+        participants=rooms.participant_names(db, room.id),
+    )
+
+
+async def caller(request: Request, hub: Hub) -> Member | None:
+    """The member behind the token, or None for the admin token."""
+    if auth.is_admin(request, hub.admin_hash):
+        return None
+    return await auth.member(request, hub.engine)
+
+
+def visible_room(db: Db, room_id: str, who: Member | None) -> Room:
+    """The room if it exists and the caller takes part in it (the admin sees all)."""
+    room = rooms.room_by_id(db, room_id)
+    if room is None or (who is not None and room.workspace_id != who.workspace_id):
+        raise RequestError(Code.ROOM_NOT_FOUND, f"no room {room_id!r}")
+    if who is not None and not rooms.is_participant(db, room.id, who.id):
+        raise AuthError(
+            Code.CHANNEL_MEMBERSHIP_REQUIRED, f"{who.name!r} is not a participant of this room"
+        )
+    return room
+
+
+async def create_room(request: Request) -> Response:
+    hub = hub_of(request)
+    who = await caller(request, hub)
+    ws_name = request.path_params["ws"]
+    body = await read_json(request, RoomIn, hub.config.max_json_bytes)
+    if body.mode == "master" and body.master is None:
+        raise RequestError(
+            Code.INVALID_REQUEST, "a master-mode room needs `master`", field="$.master"
+        )
+
+    def create(tx: Tx) -> RoomOut:
+        ws = members.workspace_by_name(tx, ws_name)
+        if ws is None or (who is not None and who.workspace_id != ws.id):
+            raise RequestError(Code.NO_WORKSPACE, f"no workspace {ws_name!r}")
+        wanted = list(dict.fromkeys(body.participants + ([body.master] if body.master else [])))
+        found = {m.name: m for m in members.live_members_named(tx, ws.id, wanted)}
+        unknown = [n for n in wanted if n not in found]
+        if unknown:
+            raise RequestError(
+                Code.INVALID_REQUEST,
+                f"not active members of {ws_name!r}: {', '.join(unknown)}",
+                field="$.participants",
+            )
+        if body.master is not None and found[body.master].kind != "agent":
+            raise RequestError(
+                Code.INVALID_REQUEST, "the master must be an agent", field="$.master"
+            )
+        room = rooms.create_room(
+            tx, ws.id, body.name, body.kind, body.mode, body.master, None, body.sensitive_filter
+        )
+        if room is None:
+            raise RequestError(Code.ROOM_EXISTS, f"room {body.name!r} exists in {ws_name!r}")
+        if who is not None:
+            rooms.add_participant(tx, room.id, who.id)
+        for m in found.values():
+            rooms.add_participant(tx, room.id, m.id)
+        return room_out(tx, room, ws.name)
+
+    out = await hub.engine.write(create)
+    return json_response(201, msgspec.json.encode({"room": out}))
+
+
+async def list_rooms(request: Request) -> Response:
+    hub = hub_of(request)
+    who = await auth.member(request, hub.engine)
+    if request.path_params["ws"] != who.workspace_name:
+        raise RequestError(Code.NO_WORKSPACE, f"no workspace {request.path_params['ws']!r}")
+
+    def read(db: Db) -> list[RoomOut]:
+        return [room_out(db, r, who.workspace_name) for r in rooms.rooms_of_member(db, who.id)]
+
+    return json_response(200, msgspec.json.encode({"rooms": await hub.engine.read(read)}))
+
+
+async def get_room(request: Request) -> Response:
+    hub = hub_of(request)
+    who = await caller(request, hub)
+    room_id = request.path_params["room"]
+
+    def read(db: Db) -> RoomOut:
+        room = visible_room(db, room_id, who)
+        return room_out(db, room, members.workspace_name(db, room.workspace_id))
+
+    return json_response(200, msgspec.json.encode({"room": await hub.engine.read(read)}))
+
+
+async def set_participant(request: Request) -> Response:
+    hub = hub_of(request)
+    who = await caller(request, hub)
+    room_id = request.path_params["room"]
+    name = request.path_params["name"]
+    adding = request.method == "PUT"
+
+    def change(tx: Tx) -> RoomOut:
+        room = visible_room(tx, room_id, who)
+        target = members.member_by_name(tx, room.workspace_id, name)
+        if target is None or (adding and target.status != "active"):
+            raise RequestError(Code.MEMBER_NOT_FOUND, f"no active member {name!r}")
+        if adding:
+            rooms.add_participant(tx, room.id, target.id)
+        else:
+            rooms.remove_participant(tx, room.id, target.id)
+        return room_out(tx, room, members.workspace_name(tx, room.workspace_id))
+
+    out = await hub.engine.write(change)
+    return json_response(200, msgspec.json.encode({"room": out}))
+
+
+async def set_archived(request: Request) -> Response:
+    hub = hub_of(request)
+    who = await caller(request, hub)
+    room_id = request.path_params["room"]
+    archived = request.url.path.endswith("/archive")
+
+    def change(tx: Tx) -> RoomOut:
+        room = visible_room(tx, room_id, who)
+        rooms.set_archived(tx, room.id, archived)
+        fresh = rooms.room_by_id(tx, room.id)
+        assert fresh is not None
+        return room_out(tx, fresh, members.workspace_name(tx, room.workspace_id))
+
+    out = await hub.engine.write(change)
+    return json_response(200, msgspec.json.encode({"room": out}))

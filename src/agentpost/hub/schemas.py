@@ -1,0 +1,102 @@
+"""Wire shapes of the hub API (DESIGN.md §3), as msgspec Structs.
+
+Requests forbid unknown fields so that what is stored is exactly what was compared.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+Name = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+ReplyKind = Literal["result", "error", "needs_input", "cancelled"]
+
+
+class WorkspaceIn(msgspec.Struct, forbid_unknown_fields=True):
+    name: Name
+
+
+class MemberIn(msgspec.Struct, forbid_unknown_fields=True):
+    name: Name
+    kind: Literal["agent", "human"]
+    owner: Name | None = None
+
+
+class RoomIn(msgspec.Struct, forbid_unknown_fields=True):
+    name: Name
+    kind: Literal["channel"] = "channel"
+    mode: Literal["dynamic", "master"] = "dynamic"
+    master: Name | None = None
+    participants: list[Name] = []
+    sensitive_filter: bool = False
+
+
+class MessageIn(msgspec.Struct, forbid_unknown_fields=True):
+    text: Annotated[str, msgspec.Meta(max_length=65536)] = ""
+    metadata: dict[str, Any] = {}
+    in_reply_to: str | None = None
+    reply_kind: ReplyKind | None = None
+    attachments: Annotated[list[str], msgspec.Meta(max_length=32)] = []
+
+
+class AckIn(msgspec.Struct, forbid_unknown_fields=True):
+    cursor: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class Attachment(msgspec.Struct):
+    id: str
+    name: str
+    mime_type: str
+    size: int
+    sha256: str
+
+
+class Event(msgspec.Struct):
+    """EVENT (DESIGN.md §3); field order is the order served."""
+
+    id: str
+    room: str
+    seq: int
+    sender: str
+    sender_kind: str
+    type: str
+    text: str
+    attachments: list[Attachment]
+    metadata: dict[str, Any]
+    in_reply_to: str | None
+    reply_kind: str | None
+    targets: list[str]
+    created_at: str
+
+
+class RoomOut(msgspec.Struct):
+    id: str
+    workspace: str
+    name: str
+    kind: str
+    mode: str
+    master: str | None
+    archived: bool
+    owner: str | None
+    sensitive_filter: bool
+    last_seq: int
+    participants: list[str]
+
+
+class MemberOut(msgspec.Struct):
+    id: str
+    name: str
+    kind: str
+    status: str
+    owner: str | None
+
+
+class MediaOut(msgspec.Struct):
+    id: str
+    room: str
+    name: str
+    mime_type: str
+    size: int
+    sha256: str
+    url: str

@@ -1,0 +1,30 @@
+"""The hub's running parts, shared by the routes: engine, wake-ups, keys, blobs, metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from agentpost.hub.blobs import BlobStore
+from agentpost.hub.config import HubConfig
+from agentpost.hub.idempotency import Idempotency
+from agentpost.hub.metrics import HubMetrics
+from agentpost.hub.notify import Notifier
+from agentpost.store.engine import Engine
+
+
+@dataclass
+class Hub:
+    config: HubConfig
+    engine: Engine
+    notifier: Notifier
+    idempotency: Idempotency
+    blobs: BlobStore
+    metrics: HubMetrics
+    admin_hash: str
+
+
+def hub_of(request: Request) -> Hub:
+    hub: Hub = request.app.state.hub
+    return hub

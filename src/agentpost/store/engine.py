@@ -1,0 +1,70 @@
+"""The engine interface every store domain talks through (DESIGN.md §8).
+
+Domain modules (`members`, `rooms`, `events`, `keys`, `inbox`, `media`) are plain
+functions over a `Db`; an engine decides how those functions run: reads directly,
+writes inside one group-committed transaction per batch. SQL lives only in `store/`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+Params = Sequence[object]
+
+log = logging.getLogger("agentpost.store")
+
+
+class Db(Protocol):
+    """A connection as the domain modules see it. SQL uses `?` placeholders."""
+
+    dialect: str
+
+    def one(self, sql: str, params: Params = ()) -> Row | None: ...
+
+    def all(self, sql: str, params: Params = ()) -> list[Row]: ...
+
+    def run(self, sql: str, params: Params = ()) -> int: ...
+
+
+class Tx(Db, Protocol):
+    """A write transaction: a `Db` plus callbacks that run on the event loop after commit."""
+
+    def after_commit(self, callback: Callable[[], None]) -> None: ...
+
+
+class Engine(Protocol):
+    """What the hub needs from a store engine."""
+
+    dialect: str
+
+    async def read(self, fn: Callable[[Db], T]) -> T: ...
+
+    async def write(self, fn: Callable[[Tx], T]) -> T: ...
+
+    async def close(self) -> None: ...
+
+
+class CrashPoints:
+    """Named crash points for tests: `AGENTPOST_CRASH_POINT=before_commit|after_commit[:N]`.
+
+    The process `os._exit`s the N-th time (default 1st) it reaches the named point, so a
+    test can kill the hub exactly before or after a commit (issue: kill -9 at any moment).
+    """
+
+    def __init__(self, spec: str | None = None) -> None:
+        spec = os.environ.get("AGENTPOST_CRASH_POINT", "") if spec is None else spec
+        self.name, _, count = spec.partition(":")
+        self.remaining = int(count) if count else 1
+
+    def reach(self, name: str) -> None:
+        if self.name != name:
+            return
+        self.remaining -= 1
+        if self.remaining <= 0:
+            log.critical("crash point %s reached: exiting now", name)
+            os._exit(137)

@@ -1,0 +1,31 @@
+"""Events: the room's gap-free log. The body is the EVENT JSON exactly as served."""
+
+from __future__ import annotations
+
+from agentpost.store.engine import Db
+
+
+def insert(db: Db, room_id: str, seq: int, event_id: str, body: bytes) -> None:
+    db.run(
+        "INSERT INTO events (room_id, seq, id, body) VALUES (?, ?, ?, ?)",
+        (room_id, seq, event_id, body),
+    )
+
+
+def page(db: Db, room_id: str, after: int, limit: int) -> list[tuple[int, bytes]]:
+    """(seq, body) of the room's events with seq > after, oldest first."""
+    rows = db.all(
+        "SELECT seq, body FROM events WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        (room_id, after, limit),
+    )
+    return [(int(r[0]), bytes(r[1])) for r in rows]
+
+
+def by_id(db: Db, event_id: str) -> tuple[str, int, bytes] | None:
+    """(room_id, seq, body) of one event."""
+    row = db.one("SELECT room_id, seq, body FROM events WHERE id = ?", (event_id,))
+    return (row[0], int(row[1]), bytes(row[2])) if row else None
+
+
+def replace_body(db: Db, event_id: str, body: bytes) -> None:
+    db.run("UPDATE events SET body = ? WHERE id = ?", (body, event_id))

@@ -1,0 +1,43 @@
+"""Media rows: metadata of an upload; the bytes live content-addressed on disk."""
+
+from __future__ import annotations
+
+from agentpost.store.engine import Db, Row
+from agentpost.store.models import MediaRow
+
+_COLS = "id, room_id, sha256, name, mime_type, size, uploader, created_at"
+
+
+def _media(row: Row) -> MediaRow:
+    return MediaRow(
+        id=row[0],
+        room_id=row[1],
+        sha256=row[2],
+        name=row[3],
+        mime_type=row[4],
+        size=int(row[5]),
+        uploader=row[6],
+        created_at=int(row[7]),
+    )
+
+
+def insert(db: Db, m: MediaRow) -> None:
+    db.run(
+        f"INSERT INTO media ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (m.id, m.room_id, m.sha256, m.name, m.mime_type, m.size, m.uploader, m.created_at),
+    )
+
+
+def by_id(db: Db, media_id: str) -> MediaRow | None:
+    row = db.one(f"SELECT {_COLS} FROM media WHERE id = ?", (media_id,))
+    return _media(row) if row else None
+
+
+def by_ids(db: Db, room_id: str, ids: list[str]) -> list[MediaRow]:
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = db.all(
+        f"SELECT {_COLS} FROM media WHERE room_id = ? AND id IN ({marks})", (room_id, *ids)
+    )
+    return [_media(r) for r in rows]

@@ -1,0 +1,136 @@
+"""Workspaces, members and their tokens (stored hashed)."""
+
+from __future__ import annotations
+
+from agentpost.core.clock import now_ms
+from agentpost.core.ids import new_id
+from agentpost.store.engine import Db, Row
+from agentpost.store.models import Member, Workspace
+
+_MEMBER_COLS = "m.id, m.workspace_id, w.name, m.name, m.kind, m.status, m.owner, m.inbox_cursor"
+
+
+def _member(row: Row) -> Member:
+    return Member(
+        id=row[0],
+        workspace_id=row[1],
+        workspace_name=row[2],
+        name=row[3],
+        kind=row[4],
+        status=row[5],
+        owner=row[6],
+        inbox_cursor=int(row[7]),
+    )
+
+
+def create_workspace(db: Db, name: str) -> Workspace | None:
+    """The new workspace, or None when the name is taken."""
+    if db.one("SELECT 1 FROM workspaces WHERE name = ?", (name,)):
+        return None
+    ws = Workspace(id=new_id("ws"), name=name)
+    db.run(
+        "INSERT INTO workspaces (id, name, created_at) VALUES (?, ?, ?)", (ws.id, name, now_ms())
+    )
+    return ws
+
+
+def workspace_by_name(db: Db, name: str) -> Workspace | None:
+    row = db.one("SELECT id, name FROM workspaces WHERE name = ?", (name,))
+    return Workspace(id=row[0], name=row[1]) if row else None
+
+
+def workspace_name(db: Db, workspace_id: str) -> str:
+    row = db.one("SELECT name FROM workspaces WHERE id = ?", (workspace_id,))
+    return str(row[0]) if row else ""
+
+
+def list_workspaces(db: Db) -> list[Workspace]:
+    return [
+        Workspace(id=r[0], name=r[1])
+        for r in db.all("SELECT id, name FROM workspaces ORDER BY name")
+    ]
+
+
+def create_member(db: Db, ws: Workspace, name: str, kind: str, owner: str | None) -> Member | None:
+    """The new active member, or None when the name is taken in the workspace."""
+    if db.one("SELECT 1 FROM members WHERE workspace_id = ? AND name = ?", (ws.id, name)):
+        return None
+    mid = new_id("mb")
+    db.run(
+        "INSERT INTO members (id, workspace_id, name, kind, status, owner, inbox_cursor, created_at)"
+        " VALUES (?, ?, ?, ?, 'active', ?, 0, ?)",
+        (mid, ws.id, name, kind, owner, now_ms()),
+    )
+    return Member(
+        id=mid,
+        workspace_id=ws.id,
+        workspace_name=ws.name,
+        name=name,
+        kind=kind,
+        status="active",
+        owner=owner,
+        inbox_cursor=0,
+    )
+
+
+def add_token(db: Db, member_id: str, hashed: str) -> None:
+    db.run(
+        "INSERT INTO tokens (hash, member_id, created_at) VALUES (?, ?, ?)",
+        (hashed, member_id, now_ms()),
+    )
+
+
+def member_by_token(db: Db, hashed: str) -> Member | None:
+    row = db.one(
+        f"SELECT {_MEMBER_COLS} FROM tokens t JOIN members m ON m.id = t.member_id"
+        " JOIN workspaces w ON w.id = m.workspace_id WHERE t.hash = ?",
+        (hashed,),
+    )
+    return _member(row) if row else None
+
+
+def member_by_name(db: Db, workspace_id: str, name: str) -> Member | None:
+    row = db.one(
+        f"SELECT {_MEMBER_COLS} FROM members m JOIN workspaces w ON w.id = m.workspace_id"
+        " WHERE m.workspace_id = ? AND m.name = ?",
+        (workspace_id, name),
+    )
+    return _member(row) if row else None
+
+
+def live_members_named(db: Db, workspace_id: str, names: list[str]) -> list[Member]:
+    """Active members of the workspace whose names are in `names`."""
+    if not names:
+        return []
+    marks = ",".join("?" * len(names))
+    rows = db.all(
+        f"SELECT {_MEMBER_COLS} FROM members m JOIN workspaces w ON w.id = m.workspace_id"
+        f" WHERE m.workspace_id = ? AND m.status = 'active' AND m.name IN ({marks})",
+        (workspace_id, *names),
+    )
+    return [_member(r) for r in rows]
+
+
+def remove_member(db: Db, member_id: str, hard: bool) -> None:
+    """Soft: status removed, row and tokens kept (so the hub can say `agent_removed`).
+    Hard: the member, its tokens, participations and inbox are deleted."""
+    if hard:
+        db.run("DELETE FROM tokens WHERE member_id = ?", (member_id,))
+        db.run("DELETE FROM participants WHERE member_id = ?", (member_id,))
+        db.run("DELETE FROM inbox WHERE member_id = ?", (member_id,))
+        db.run("DELETE FROM members WHERE id = ?", (member_id,))
+    else:
+        db.run("UPDATE members SET status = 'removed' WHERE id = ?", (member_id,))
+
+
+def set_inbox_cursor(db: Db, member_id: str, cursor: int) -> None:
+    """Advance (never rewind) the member's acknowledged inbox cursor."""
+    db.run(
+        "UPDATE members SET inbox_cursor = ? WHERE id = ? AND inbox_cursor < ?",
+        (cursor, member_id, cursor),
+    )
+
+
+def inbox_cursor(db: Db, member_id: str) -> int:
+    row = db.one("SELECT inbox_cursor FROM members WHERE id = ?", (member_id,))
+    return int(row[0]) if row else 0

@@ -1,0 +1,60 @@
+"""Versioned schema migrations, applied at start (DESIGN.md §8).
+
+Migrations are numbered SQL files under `migrations/<dialect>/`; the applied version is
+kept in `schema_version`. A hub refuses to start on a schema newer than it knows.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from agentpost.core.errors import AgentpostError, Code
+from agentpost.store.engine import Db
+
+
+class SchemaTooNew(AgentpostError):
+    """The database was migrated by a newer agentpost; this one must not touch it."""
+
+    def __init__(self, found: int, known: int) -> None:
+        super().__init__(
+            Code.INTERNAL,
+            f"database schema version {found} is newer than this agentpost knows ({known}); "
+            "upgrade agentpost",
+        )
+
+
+def available(dialect: str) -> list[tuple[int, str]]:
+    """(version, sql) pairs shipped for `dialect`, in order."""
+    folder = resources.files("agentpost.store") / "migrations" / dialect
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            found.append((int(entry.name.split("_", 1)[0]), entry.read_text("utf-8")))
+    return sorted(found)
+
+
+def current_version(db: Db) -> int:
+    db.run("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    row = db.one("SELECT MAX(version) FROM schema_version")
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def statements(sql: str) -> list[str]:
+    """Split a migration file into statements (they contain no `;` inside literals)."""
+    parts = []
+    for chunk in sql.split(";"):
+        lines = [ln for ln in chunk.splitlines() if not ln.strip().startswith("--")]
+        text = "\n".join(lines).strip()
+        if text:
+            parts.append(text)
+    return parts
+
+
+def pending(db: Db) -> list[tuple[int, str]]:
+    """Migrations not yet applied; raises `SchemaTooNew` when the database is ahead of us."""
+    shipped = available(db.dialect)
+    known = shipped[-1][0] if shipped else 0
+    have = current_version(db)
+    if have > known:
+        raise SchemaTooNew(have, known)
+    return [(v, sql) for v, sql in shipped if v > have]

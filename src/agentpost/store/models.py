@@ -1,0 +1,59 @@
+"""Rows as the hub sees them (DESIGN.md §2). Plain structs, no behaviour."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Workspace(msgspec.Struct, frozen=True):
+    id: str
+    name: str
+
+
+class Member(msgspec.Struct, frozen=True):
+    id: str
+    workspace_id: str
+    workspace_name: str
+    name: str
+    kind: str
+    status: str
+    owner: str | None
+    inbox_cursor: int
+
+
+class Room(msgspec.Struct, frozen=True):
+    id: str
+    workspace_id: str
+    name: str
+    kind: str
+    mode: str
+    master: str | None
+    archived: bool
+    owner: str | None
+    sensitive_filter: bool
+    last_seq: int
+
+
+class KeyRecord(msgspec.Struct, frozen=True):
+    """An idempotency record: (member, key) → what the first request got (DESIGN.md §3)."""
+
+    member_id: str
+    key: str
+    fingerprint: str
+    state: str
+    status: int
+    body: bytes
+    room_id: str | None
+    event_id: str | None
+    created_at: int
+
+
+class MediaRow(msgspec.Struct, frozen=True):
+    id: str
+    room_id: str
+    sha256: str
+    name: str
+    mime_type: str
+    size: int
+    uploader: str
+    created_at: int

@@ -1,0 +1,128 @@
+"""Rooms and their participants."""
+
+from __future__ import annotations
+
+from agentpost.core.clock import now_ms
+from agentpost.core.ids import new_id
+from agentpost.store.engine import Db, Row
+from agentpost.store.models import Room
+
+_COLS = "id, workspace_id, name, kind, mode, master, archived, owner, sensitive_filter, last_seq"
+
+
+def _room(row: Row) -> Room:
+    return Room(
+        id=row[0],
+        workspace_id=row[1],
+        name=row[2],
+        kind=row[3],
+        mode=row[4],
+        master=row[5],
+        archived=bool(row[6]),
+        owner=row[7],
+        sensitive_filter=bool(row[8]),
+        last_seq=int(row[9]),
+    )
+
+
+def create_room(
+    db: Db,
+    workspace_id: str,
+    name: str,
+    kind: str,
+    mode: str,
+    master: str | None,
+    owner: str | None,
+    sensitive_filter: bool,
+) -> Room | None:
+    """The new room, or None when the name is taken in the workspace."""
+    if db.one("SELECT 1 FROM rooms WHERE workspace_id = ? AND name = ?", (workspace_id, name)):
+        return None
+    rid = new_id("rm")
+    db.run(
+        f"INSERT INTO rooms ({_COLS}, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0, ?)",
+        (rid, workspace_id, name, kind, mode, master, owner, int(sensitive_filter), now_ms()),
+    )
+    return Room(
+        id=rid,
+        workspace_id=workspace_id,
+        name=name,
+        kind=kind,
+        mode=mode,
+        master=master,
+        archived=False,
+        owner=owner,
+        sensitive_filter=sensitive_filter,
+        last_seq=0,
+    )
+
+
+def room_by_id(db: Db, room_id: str) -> Room | None:
+    row = db.one(f"SELECT {_COLS} FROM rooms WHERE id = ?", (room_id,))
+    return _room(row) if row else None
+
+
+def room_by_name(db: Db, workspace_id: str, name: str) -> Room | None:
+    row = db.one(
+        f"SELECT {_COLS} FROM rooms WHERE workspace_id = ? AND name = ?", (workspace_id, name)
+    )
+    return _room(row) if row else None
+
+
+def rooms_of_member(db: Db, member_id: str) -> list[Room]:
+    rows = db.all(
+        f"SELECT {', '.join('r.' + c.strip() for c in _COLS.split(','))} FROM rooms r"
+        " JOIN participants p ON p.room_id = r.id WHERE p.member_id = ? ORDER BY r.name",
+        (member_id,),
+    )
+    return [_room(r) for r in rows]
+
+
+def set_archived(db: Db, room_id: str, archived: bool) -> None:
+    db.run("UPDATE rooms SET archived = ? WHERE id = ?", (int(archived), room_id))
+
+
+def next_seq(db: Db, room_id: str) -> int:
+    """Take the room's next `seq` inside the write transaction: gap-free, since a rolled-back
+    job gives its number back with the rest of its writes (DESIGN.md §2)."""
+    row = db.one(
+        "UPDATE rooms SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq", (room_id,)
+    )
+    assert row is not None
+    return int(row[0])
+
+
+def is_participant(db: Db, room_id: str, member_id: str) -> bool:
+    return (
+        db.one(
+            "SELECT 1 FROM participants WHERE room_id = ? AND member_id = ?", (room_id, member_id)
+        )
+        is not None
+    )
+
+
+def add_participant(db: Db, room_id: str, member_id: str) -> bool:
+    """True when the member was added, False when it already was a participant."""
+    if is_participant(db, room_id, member_id):
+        return False
+    db.run(
+        "INSERT INTO participants (room_id, member_id, added_at) VALUES (?, ?, ?)",
+        (room_id, member_id, now_ms()),
+    )
+    return True
+
+
+def remove_participant(db: Db, room_id: str, member_id: str) -> bool:
+    return (
+        db.run("DELETE FROM participants WHERE room_id = ? AND member_id = ?", (room_id, member_id))
+        > 0
+    )
+
+
+def participant_names(db: Db, room_id: str) -> list[str]:
+    rows = db.all(
+        "SELECT m.name FROM participants p JOIN members m ON m.id = p.member_id"
+        " WHERE p.room_id = ? ORDER BY m.name",
+        (room_id,),
+    )
+    return [r[0] for r in rows]
