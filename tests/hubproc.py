@@ -1,0 +1,121 @@
+"""Start a real hub process on a free loopback port, for tests and benches."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+LISTENING = re.compile(r"agentpost hub listening on (http://\S+)")
+
+
+@dataclass
+class HubProcess:
+    data_dir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    extra_args: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[str] | None = None
+    url: str = ""
+    log_path: Path | None = None
+
+    def start(self, timeout: float = 20.0) -> HubProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.data_dir / f"hub-{time.time_ns()}.log"
+        env = {**os.environ, **self.env}
+        cmd = [sys.executable, "-m", "agentpost", "serve", "--port", "0",
+               "--data", str(self.data_dir), *self.extra_args]
+        log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"hub exited early: {self.log_path.read_text()}")
+                continue
+            m = LISTENING.search(line)
+            if m:
+                self.url = m.group(1)
+                return self
+        raise RuntimeError("hub did not print its listening line in time")
+
+    @property
+    def admin_token(self) -> str:
+        return self.env.get("AGENTPOST_ADMIN_TOKEN") or (self.data_dir / "admin.token").read_text().strip()
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def wait_exit(self, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.proc and self.proc.stdout:
+            self.proc.stdout.close()
+
+    def client(self, token: str | None = None, timeout: float = 10.0) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+
+@dataclass
+class Setup:
+    """A workspace with members and one room, made through the real admin API."""
+
+    hub: HubProcess
+    workspace: str
+    tokens: dict[str, str]
+    room: str
+
+
+def make_setup(hub: HubProcess, humans: list[str], agents: list[str], room: str = "general",
+               workspace: str = "acme") -> Setup:
+    tokens: dict[str, str] = {}
+    with hub.client(hub.admin_token) as admin:
+        r = admin.post("/v1/admin/workspaces", json={"name": workspace})
+        assert r.status_code == 201, r.text
+        for name in humans:
+            r = admin.post(f"/v1/admin/workspaces/{workspace}/members", json={"name": name, "kind": "human"})
+            assert r.status_code == 201, r.text
+            tokens[name] = r.json()["token"]
+        for name in agents:
+            body = {"name": name, "kind": "agent", "owner": humans[0]}
+            r = admin.post(f"/v1/admin/workspaces/{workspace}/members", json=body)
+            assert r.status_code == 201, r.text
+            tokens[name] = r.json()["token"]
+    with hub.client(tokens[humans[0]]) as c:
+        others = [n for n in humans[1:] + agents]
+        r = c.post(f"/v1/workspaces/{workspace}/rooms", json={"name": room, "participants": others})
+        assert r.status_code == 201, r.text
+        room_id = r.json()["room"]["id"]
+    return Setup(hub=hub, workspace=workspace, tokens=tokens, room=room_id)
+
+
+def poll(predicate, timeout: float = 10.0, interval: float = 0.02):  # noqa: ANN001, ANN201
+    """Poll `predicate` until it returns a truthy value or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met before the deadline")
+        time.sleep(interval)
