@@ -29,10 +29,21 @@ class HubProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.data_dir / f"hub-{time.time_ns()}.log"
         env = {**os.environ, **self.env}
-        cmd = [sys.executable, "-m", "agentpost", "serve", "--port", "0",
-               "--data", str(self.data_dir), *self.extra_args]
-        log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+        cmd = [
+            sys.executable,
+            "-m",
+            "agentpost",
+            "serve",
+            "--port",
+            "0",
+            "--data",
+            str(self.data_dir),
+            *self.extra_args,
+        ]
+        with open(self.log_path, "w") as log:  # the child keeps its own copy of the fd
+            self.proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env
+            )
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
         while time.monotonic() < deadline:
@@ -49,13 +60,21 @@ class HubProcess:
 
     @property
     def admin_token(self) -> str:
-        return self.env.get("AGENTPOST_ADMIN_TOKEN") or (self.data_dir / "admin.token").read_text().strip()
+        return (
+            self.env.get("AGENTPOST_ADMIN_TOKEN")
+            or (self.data_dir / "admin.token").read_text().strip()
+        )
 
     def kill(self) -> None:
         """SIGKILL, as a crash would."""
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
+        self._close()
+
+    def _close(self) -> None:
+        if self.proc and self.proc.stdout and not self.proc.stdout.closed:
+            self.proc.stdout.close()
 
     def wait_exit(self, timeout: float = 30.0) -> int:
         assert self.proc is not None
@@ -68,8 +87,7 @@ class HubProcess:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
-        if self.proc and self.proc.stdout:
-            self.proc.stdout.close()
+        self._close()
 
     def client(self, token: str | None = None, timeout: float = 10.0) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -86,14 +104,21 @@ class Setup:
     room: str
 
 
-def make_setup(hub: HubProcess, humans: list[str], agents: list[str], room: str = "general",
-               workspace: str = "acme") -> Setup:
+def make_setup(
+    hub: HubProcess,
+    humans: list[str],
+    agents: list[str],
+    room: str = "general",
+    workspace: str = "acme",
+) -> Setup:
     tokens: dict[str, str] = {}
     with hub.client(hub.admin_token) as admin:
         r = admin.post("/v1/admin/workspaces", json={"name": workspace})
         assert r.status_code == 201, r.text
         for name in humans:
-            r = admin.post(f"/v1/admin/workspaces/{workspace}/members", json={"name": name, "kind": "human"})
+            r = admin.post(
+                f"/v1/admin/workspaces/{workspace}/members", json={"name": name, "kind": "human"}
+            )
             assert r.status_code == 201, r.text
             tokens[name] = r.json()["token"]
         for name in agents:
