@@ -1,0 +1,116 @@
+"""`agentpost admin …`: workspaces and members, with the admin token."""
+
+from __future__ import annotations
+
+import click
+
+from agentpost.cli.app import main
+from agentpost.cli.common import admin_token, client, console, emit, hub_errors, json_option, table
+
+
+def _admin_options(f):  # noqa: ANN001, ANN202
+    f = click.option(
+        "--admin-token",
+        "admin_tok",
+        default=None,
+        help="Admin token (default: env AGENTPOST_ADMIN_TOKEN or the data dir's admin.token).",
+    )(f)
+    f = click.option(
+        "--hub",
+        envvar="AGENTPOST_HUB",
+        default="http://127.0.0.1:8470",
+        show_default=True,
+        help="Hub URL (env AGENTPOST_HUB).",
+    )(f)
+    return f
+
+
+@main.group()
+def admin() -> None:
+    """Administer workspaces and members (needs the admin token)."""
+
+
+@admin.group()
+def workspace() -> None:
+    """Workspaces."""
+
+
+@workspace.command("create")
+@click.argument("name")
+@_admin_options
+@json_option
+def workspace_create(name: str, hub: str, admin_tok: str | None, as_json: bool) -> None:
+    """Create workspace NAME."""
+    with hub_errors(as_json), client(hub, admin_token(admin_tok)) as c:
+        ws = c.create_workspace(name)
+    emit(
+        as_json,
+        {"workspace": ws},
+        lambda: console.print(f"workspace [bold]{ws['name']}[/bold] created ({ws['id']})"),
+    )
+
+
+@admin.group()
+def member() -> None:
+    """Members: people and agents."""
+
+
+@member.command("add")
+@click.argument("workspace")
+@click.argument("name")
+@click.option("--kind", type=click.Choice(["human", "agent"]), default="human", show_default=True)
+@click.option("--owner", default=None, help="For an agent: the human member who runs it.")
+@_admin_options
+@json_option
+def member_add(
+    workspace: str,
+    name: str,
+    kind: str,
+    owner: str | None,
+    hub: str,
+    admin_tok: str | None,
+    as_json: bool,
+) -> None:
+    """Add member NAME to WORKSPACE; prints its token once."""
+    with hub_errors(as_json), client(hub, admin_token(admin_tok)) as c:
+        made = c.add_member(workspace, name, kind, owner)
+    data = {
+        "member": {
+            "id": made.member.id,
+            "name": made.member.name,
+            "kind": made.member.kind,
+            "status": made.member.status,
+            "owner": made.member.owner,
+        },
+        "token": made.token,
+    }
+
+    def human() -> None:
+        table(
+            ["name", "kind", "owner", "token"],
+            [[made.member.name, made.member.kind, made.member.owner, made.token]],
+        )
+        console.print("Keep the token: it is shown only once.")
+
+    emit(as_json, data, human)
+
+
+@member.command("remove")
+@click.argument("workspace")
+@click.argument("name")
+@click.option("--hard", is_flag=True, help="Delete the member instead of marking it removed.")
+@_admin_options
+@json_option
+def member_remove(
+    workspace: str, name: str, hard: bool, hub: str, admin_tok: str | None, as_json: bool
+) -> None:
+    """Remove member NAME from WORKSPACE (refused at once on its next request)."""
+    with hub_errors(as_json), client(hub, admin_token(admin_tok)) as c:
+        gone = c.remove_member(workspace, name, hard)
+    emit(
+        as_json,
+        {"member": {"name": gone.name, "status": "removed"}, "hard": hard},
+        lambda: console.print(
+            f"member [bold]{gone.name}[/bold] removed" + (" (hard)" if hard else "")
+        ),
+    )

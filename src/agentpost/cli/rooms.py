@@ -1,0 +1,153 @@
+"""`agentpost room create`, `post`, `tail`, `capabilities`: the member's commands."""
+
+from __future__ import annotations
+
+import mimetypes
+from pathlib import Path
+
+import click
+import msgspec
+from rich.markup import escape
+
+from agentpost.cli.app import main
+from agentpost.cli.common import client, console, emit, hub_errors, hub_options, json_option, table
+from agentpost.client import Event
+
+
+def _event_line(ev: Event) -> str:
+    files = "".join(f" [cyan]{escape(f'[{a.name} {a.size}B]')}[/cyan]" for a in ev.attachments)
+    kind = f" [magenta]({ev.reply_kind})[/magenta]" if ev.reply_kind else ""
+    to = f" [dim]→ {', '.join(ev.targets)}[/dim]" if ev.targets else ""
+    return (
+        f"[dim]{ev.seq:>5} {ev.created_at}[/dim] [bold]{ev.sender}[/bold]{kind}: "
+        f"{escape(ev.text)}{files}{to}"
+    )
+
+
+@main.group()
+def room() -> None:
+    """Rooms."""
+
+
+@room.command("create")
+@click.argument("name")
+@click.option("--workspace", "-w", required=True, help="Workspace name.")
+@click.option("--participant", "-p", "participants", multiple=True, help="Member to add (repeat).")
+@click.option(
+    "--mode", type=click.Choice(["dynamic", "master"]), default="dynamic", show_default=True
+)
+@click.option("--master", default=None, help="The master agent (master mode).")
+@hub_options
+@json_option
+def room_create(
+    name: str,
+    workspace: str,
+    participants: tuple[str, ...],
+    mode: str,
+    master: str | None,
+    hub: str,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Create room NAME in WORKSPACE (you become a participant)."""
+    with hub_errors(as_json), client(hub, token) as c:
+        r = c.create_room(workspace, name, list(participants), mode, master)
+    emit(
+        as_json,
+        {"room": msgspec.to_builtins(r)},
+        lambda: table(
+            ["id", "name", "mode", "participants"],
+            [[r.id, r.name, r.mode, ", ".join(r.participants)]],
+        ),
+    )
+
+
+@main.command()
+@click.argument("room_ref", metavar="ROOM")
+@click.option("--text", "-t", default="", help="Message text (or the file's caption).")
+@click.option(
+    "--file",
+    "-f",
+    "file_",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Upload a file as a media event.",
+)
+@click.option(
+    "--idempotency-key",
+    "-k",
+    default=None,
+    help="Send again with the same key after a failure: posted at most once.",
+)
+@hub_options
+@json_option
+def post(
+    room_ref: str,
+    text: str,
+    file_: Path | None,
+    idempotency_key: str | None,
+    hub: str,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Post a message (or a file) into ROOM (an id, or a room name of yours)."""
+    with hub_errors(as_json), client(hub, token) as c:
+        room_id = c.resolve_room(room_ref)
+        if file_ is not None:
+            mime = mimetypes.guess_type(file_.name)[0] or "application/octet-stream"
+            res = c.upload(room_id, file_, caption=text, key=idempotency_key, mime_type=mime)
+        else:
+            res = c.post_message(room_id, text, key=idempotency_key)
+    data = msgspec.to_builtins(res)
+
+    def human() -> None:
+        note = f" ({res.idempotency_status})" if res.idempotency_status else ""
+        console.print(f"posted {res.event.id} seq {res.event.seq}{note}")
+
+    emit(as_json, data, human)
+
+
+@main.command()
+@click.argument("room_ref", metavar="ROOM")
+@click.option("--after", default=0, show_default=True, help="Start after this seq.")
+@click.option("--follow", "-F", is_flag=True, help="Keep streaming new events (SSE).")
+@hub_options
+@json_option
+def tail(
+    room_ref: str, after: int, follow: bool, hub: str, token: str | None, as_json: bool
+) -> None:
+    """Print ROOM's events; with --follow keep printing new ones as they arrive."""
+
+    def show(ev: Event) -> None:
+        emit(
+            as_json,
+            msgspec.to_builtins(ev),
+            lambda: console.print(_event_line(ev), highlight=False),
+        )
+
+    with hub_errors(as_json), client(hub, token) as c:
+        room_id = c.resolve_room(room_ref)
+        if follow:
+            try:
+                for ev in c.stream(room_id, after):
+                    show(ev)
+            except KeyboardInterrupt:
+                return
+            return
+        while True:
+            page = c.events(room_id, after, 1000)
+            if not page:
+                return
+            for ev in page:
+                show(ev)
+            after = page[-1].seq
+
+
+@main.command()
+@hub_options
+@json_option
+def capabilities(hub: str, token: str | None, as_json: bool) -> None:
+    """What the hub (and this CLI) can do."""
+    with hub_errors(as_json), client(hub, None) as c:
+        caps = c.capabilities()
+    emit(as_json, caps, lambda: console.print_json(data=caps))

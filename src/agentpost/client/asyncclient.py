@@ -1,0 +1,250 @@
+"""`AsyncHubClient`: every hub call, async, with typed results and typed errors (§3)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import msgspec
+
+from agentpost.client.errors import HubError, HubRefused, HubUnavailable, HubUnreachable
+from agentpost.client.models import (
+    Event,
+    InboxPage,
+    Media,
+    Member,
+    NewMember,
+    PostResult,
+    Room,
+)
+
+T = TypeVar("T")
+DEFAULT_HUB = "http://127.0.0.1:8470"
+
+
+def hub_url_from_env() -> str:
+    return os.environ.get("AGENTPOST_HUB", DEFAULT_HUB)
+
+
+def error_from_response(resp: httpx.Response) -> HubError:
+    """Translate a non-2xx answer into the client's error hierarchy."""
+    try:
+        err = resp.json().get("error", {})
+        code, message = str(err.get("code", "hub_error")), str(err.get("message", resp.text))
+    except (ValueError, AttributeError):
+        err, code, message = {}, "hub_error", resp.text[:200] or resp.reason_phrase
+    if resp.status_code >= 500 or code == "idempotency_in_flight":
+        return HubUnavailable(code, message, resp.status_code, err)
+    return HubRefused(code, message, resp.status_code, err)
+
+
+class AsyncHubClient:
+    """One member's (or the admin's) connection to a hub."""
+
+    def __init__(
+        self,
+        hub: str | None = None,
+        token: str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.hub = (hub or hub_url_from_env()).rstrip("/")
+        token = token if token is not None else os.environ.get("AGENTPOST_TOKEN")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.AsyncClient(
+            base_url=self.hub, headers=headers, timeout=timeout, transport=transport
+        )
+
+    async def __aenter__(self) -> AsyncHubClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """Send one request; 2xx comes back, anything else raises a `HubError`."""
+        try:
+            resp = await self._http.request(method, path, **kw)
+        except httpx.TransportError as exc:
+            raise HubUnreachable(f"no answer from {self.hub}: {exc!r}") from exc
+        if resp.status_code >= 300:
+            raise error_from_response(resp)
+        return resp
+
+    async def _get(self, path: str, type_: type[T], key: str, **kw: Any) -> T:
+        resp = await self.request("GET", path, **kw)
+        return msgspec.convert(resp.json()[key], type_)
+
+    # -- reading ----------------------------------------------------------------------
+
+    async def capabilities(self) -> dict[str, Any]:
+        resp = await self.request("GET", "/v1/capabilities")
+        data: dict[str, Any] = resp.json()
+        return data
+
+    async def me(self) -> dict[str, Any]:
+        data: dict[str, Any] = (await self.request("GET", "/v1/me")).json()
+        return data
+
+    async def room(self, room_id: str) -> Room:
+        return await self._get(f"/v1/rooms/{room_id}", Room, "room")
+
+    async def rooms(self, workspace: str) -> list[Room]:
+        return await self._get(f"/v1/workspaces/{workspace}/rooms", list[Room], "rooms")
+
+    async def resolve_room(self, room: str) -> str:
+        """A room id from an id or a name in the caller's workspace."""
+        if room.startswith("rm_"):
+            return room
+        me = await self.me()
+        for r in await self.rooms(me["workspace"]["name"]):
+            if r.name == room:
+                return r.id
+        raise HubRefused("room_not_found", f"no room named {room!r} that you take part in")
+
+    async def events(self, room_id: str, after: int = 0, limit: int = 100) -> list[Event]:
+        params = {"after": after, "limit": limit}
+        return await self._get(f"/v1/rooms/{room_id}/events", list[Event], "events", params=params)
+
+    async def stream(self, room_id: str, after: int = 0) -> AsyncIterator[Event]:
+        """Events of the room after `after`, live, resuming with Last-Event-ID on a cut."""
+        while True:
+            headers = {"Last-Event-ID": str(after), "Accept": "text/event-stream"}
+            try:
+                async with self._http.stream(
+                    "GET", f"/v1/rooms/{room_id}/stream", headers=headers, timeout=None
+                ) as resp:
+                    if resp.status_code >= 300:
+                        await resp.aread()
+                        raise error_from_response(resp)
+                    async for ev in _sse_events(resp):
+                        after = ev.seq
+                        yield ev
+            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                raise HubUnreachable(f"stream cut: {exc!r}") from exc
+
+    async def inbox(
+        self, after: int | None = None, wait: float = 0.0, limit: int = 100
+    ) -> InboxPage:
+        params: dict[str, Any] = {"wait": wait, "limit": limit}
+        if after is not None:
+            params["after"] = after
+        resp = await self.request("GET", "/v1/inbox", params=params, timeout=max(30.0, wait + 10.0))
+        return msgspec.convert(resp.json(), InboxPage)
+
+    async def ack(self, cursor: int) -> int:
+        resp = await self.request("POST", "/v1/inbox/ack", json={"cursor": cursor})
+        return int(resp.json()["cursor"])
+
+    # -- posting ----------------------------------------------------------------------
+
+    async def post_message(
+        self,
+        room_id: str,
+        text: str,
+        *,
+        key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        in_reply_to: str | None = None,
+        reply_kind: str | None = None,
+        attachments: list[str] | None = None,
+    ) -> PostResult:
+        body: dict[str, Any] = {"text": text}
+        if metadata:
+            body["metadata"] = metadata
+        if in_reply_to is not None:
+            body["in_reply_to"] = in_reply_to
+        if reply_kind is not None:
+            body["reply_kind"] = reply_kind
+        if attachments:
+            body["attachments"] = attachments
+        headers = {"Idempotency-Key": key} if key is not None else {}
+        resp = await self.request(
+            "POST", f"/v1/rooms/{room_id}/messages", json=body, headers=headers
+        )
+        return PostResult(
+            event=msgspec.convert(resp.json()["event"], Event),
+            idempotency_status=resp.headers.get("idempotency-status"),
+        )
+
+    async def upload(
+        self,
+        room_id: str,
+        path: Path,
+        *,
+        caption: str = "",
+        key: str | None = None,
+        mime_type: str = "application/octet-stream",
+    ) -> PostResult:
+        headers = {"Idempotency-Key": key} if key is not None else {}
+        with open(path, "rb") as f:
+            files = {"file": (path.name, f, mime_type)}
+            data = {"text": caption} if caption else None
+            resp = await self.request(
+                "POST", f"/v1/rooms/{room_id}/media", files=files, data=data, headers=headers
+            )
+        payload = resp.json()
+        return PostResult(
+            event=msgspec.convert(payload["event"], Event),
+            idempotency_status=resp.headers.get("idempotency-status"),
+            media=msgspec.convert(payload["media"], Media),
+        )
+
+    # -- administration ---------------------------------------------------------------
+
+    async def create_workspace(self, name: str) -> dict[str, str]:
+        resp = await self.request("POST", "/v1/admin/workspaces", json={"name": name})
+        ws: dict[str, str] = resp.json()["workspace"]
+        return ws
+
+    async def add_member(
+        self, workspace: str, name: str, kind: str, owner: str | None = None
+    ) -> NewMember:
+        body: dict[str, Any] = {"name": name, "kind": kind}
+        if owner is not None:
+            body["owner"] = owner
+        resp = await self.request("POST", f"/v1/admin/workspaces/{workspace}/members", json=body)
+        return msgspec.convert(resp.json(), NewMember)
+
+    async def remove_member(self, workspace: str, name: str, hard: bool = False) -> Member:
+        resp = await self.request(
+            "DELETE",
+            f"/v1/admin/workspaces/{workspace}/members/{name}",
+            params={"hard": "true" if hard else "false"},
+        )
+        return msgspec.convert(resp.json()["member"], Member)
+
+    async def create_room(
+        self,
+        workspace: str,
+        name: str,
+        participants: list[str] | None = None,
+        mode: str = "dynamic",
+        master: str | None = None,
+    ) -> Room:
+        body: dict[str, Any] = {"name": name, "participants": participants or [], "mode": mode}
+        if master is not None:
+            body["master"] = master
+        resp = await self.request("POST", f"/v1/workspaces/{workspace}/rooms", json=body)
+        return msgspec.convert(resp.json()["room"], Room)
+
+    async def set_archived(self, room_id: str, archived: bool) -> Room:
+        action = "archive" if archived else "unarchive"
+        resp = await self.request("POST", f"/v1/rooms/{room_id}/{action}")
+        return msgspec.convert(resp.json()["room"], Room)
+
+
+async def _sse_events(resp: httpx.Response) -> AsyncIterator[Event]:
+    data: list[str] = []
+    async for line in resp.aiter_lines():
+        if line.startswith("data:"):
+            data.append(line[5:].lstrip())
+        elif line == "" and data:
+            yield msgspec.json.decode("\n".join(data), type=Event)
+            data = []

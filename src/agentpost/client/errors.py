@@ -1,0 +1,49 @@
+"""Errors the hub client raises; each says whether sending again could ever help.
+
+Hierarchy::
+
+    HubError                 code, message, status, retryable
+    ├── HubRefused           the hub answered 4xx: final for this request (retryable=False)
+    ├── HubUnavailable       the hub answered 5xx or 409 running: retry later (retryable=True)
+    └── HubUnreachable       no answer at all (connect/read error, timeout): retryable=True
+
+Foreign errors (httpx) are translated here, at the boundary, with `raise … from exc`.
+"""
+
+from __future__ import annotations
+
+
+class HubError(Exception):
+    retryable = False
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        status: int | None = None,
+        body: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.status = status
+        self.body = body or {}
+
+
+class HubRefused(HubError):
+    """A final refusal: fix the request (or the credentials) before sending again."""
+
+
+class HubUnavailable(HubError):
+    """The hub is up but could not do it now (5xx, 409 `idempotency_in_flight`)."""
+
+    retryable = True
+
+
+class HubUnreachable(HubError):
+    """No answer from the hub: it may or may not have acted; retry with the same key."""
+
+    retryable = True
+
+    def __init__(self, message: str) -> None:
+        super().__init__("hub_unreachable", message)

@@ -1,0 +1,85 @@
+"""Typed results of the hub client (mirrors of the hub's wire shapes, DESIGN.md §3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class Attachment(msgspec.Struct):
+    id: str
+    name: str
+    mime_type: str
+    size: int
+    sha256: str
+
+
+class Event(msgspec.Struct):
+    id: str
+    room: str
+    seq: int
+    sender: str
+    sender_kind: str
+    type: str
+    text: str
+    attachments: list[Attachment]
+    metadata: dict[str, Any]
+    in_reply_to: str | None
+    reply_kind: str | None
+    targets: list[str]
+    created_at: str
+
+
+class Room(msgspec.Struct):
+    id: str
+    workspace: str
+    name: str
+    kind: str
+    mode: str
+    archived: bool
+    participants: list[str]
+    master: str | None = None
+    owner: str | None = None
+    last_seq: int = 0
+
+
+class Member(msgspec.Struct):
+    id: str
+    name: str
+    kind: str
+    status: str
+    owner: str | None = None
+
+
+class NewMember(msgspec.Struct):
+    member: Member
+    token: str
+
+
+class Media(msgspec.Struct):
+    id: str
+    room: str
+    name: str
+    mime_type: str
+    size: int
+    sha256: str
+    url: str
+
+
+class PostResult(msgspec.Struct):
+    """A post's answer: the event, and for keyed posts `created` or `replayed`."""
+
+    event: Event
+    idempotency_status: str | None
+    media: Media | None = None
+
+
+class InboxItem(msgspec.Struct):
+    cursor: int
+    event: Event
+
+
+class InboxPage(msgspec.Struct):
+    items: list[InboxItem]
+    cursor: int
