@@ -26,6 +26,13 @@ from agentpost.hub.config import HubConfig, default_data_dir
 )
 @click.option("--max-upload-bytes", type=int, default=25 * 1024 * 1024, show_default=True)
 @click.option(
+    "--key-ttl-seconds",
+    type=click.IntRange(min=1),
+    default=86400,
+    show_default=True,
+    help="How long an Idempotency-Key is remembered.",
+)
+@click.option(
     "--log-level",
     default="warning",
     show_default=True,
@@ -37,6 +44,7 @@ def serve(
     data_dir: Path | None,
     db_url: str | None,
     max_upload_bytes: int,
+    key_ttl_seconds: int,
     log_level: str,
 ) -> None:
     """Run the hub."""
@@ -48,5 +56,6 @@ def serve(
         host=host,
         port=port,
         max_upload_bytes=max_upload_bytes,
+        key_ttl_seconds=key_ttl_seconds,
     )
     run(config, log_level)

@@ -113,6 +113,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             metrics=HubMetrics(),
             admin_hash=admin_hash,
         )
+        hub.metrics.watch_in_flight(hub.idempotency.in_flight)
         app.state.hub = hub
         sweeper = asyncio.create_task(_sweeper(hub))
         try:

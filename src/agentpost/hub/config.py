@@ -22,7 +22,9 @@ class HubConfig:
     max_json_bytes: int = 1024 * 1024
     key_ttl_seconds: int = 86400
     key_wait_seconds: float = 5.0
-    sweep_interval_seconds: float = 60.0
+    sweep_interval_seconds: float = field(
+        default_factory=lambda: float(os.environ.get("AGENTPOST_SWEEP_INTERVAL", "60"))
+    )
     sse_keepalive_seconds: float = field(
         default_factory=lambda: float(os.environ.get("AGENTPOST_SSE_KEEPALIVE", "15"))
     )

@@ -87,20 +87,19 @@ class Idempotency:
         self.ttl_ms = ttl_seconds * 1000
         self.wait_seconds = wait_seconds
         self._in_flight: dict[tuple[str, str], asyncio.Future[None]] = {}
-        self.replays = 0
-        self.conflicts = 0
+
+    def in_flight(self) -> int:
+        return len(self._in_flight)
 
     def _cutoff(self) -> int:
         return int(time.time() * 1000) - self.ttl_ms
 
     def _from_record(self, rec: KeyRecord, fp: str) -> Answer:
         if rec.fingerprint != fp:
-            self.conflicts += 1
             raise RequestError(
                 Code.IDEMPOTENCY_CONFLICT,
                 "this Idempotency-Key was already used for a different request; nothing was posted",
             )
-        self.replays += 1
         return Answer(rec.status, rec.body, REPLAYED)
 
     async def lookup(self, member_id: str, key: str) -> KeyRecord | None:

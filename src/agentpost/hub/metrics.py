@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -45,6 +47,15 @@ class HubMetrics:
             "Expired idempotency records deleted",
             registry=self.registry,
         )
+
+    def watch_in_flight(self, count: Callable[[], int]) -> None:
+        """Report how many keyed writes are waiting for their transaction."""
+        gauge = Gauge(
+            "agentpost_idempotency_keys_in_flight",
+            "Keyed writes not yet committed",
+            registry=self.registry,
+        )
+        gauge.set_function(lambda: float(count()))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,0 +1,256 @@
+"""Posting and the idempotency rules of DESIGN.md §3, against a real hub process."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+
+from hubproc import HubProcess, Setup, make_setup, poll
+
+
+def post(c: httpx.Client, room: str, body: dict, key: str | None = None) -> httpx.Response:
+    headers = {"Idempotency-Key": key} if key is not None else {}
+    return c.post(f"/v1/rooms/{room}/messages", json=body, headers=headers)
+
+
+def events(c: httpx.Client, room: str) -> list[dict]:
+    return c.get(f"/v1/rooms/{room}/events", params={"limit": 1000}).json()["events"]
+
+
+def test_first_keyed_post_is_created_and_retry_replays_byte_for_byte(setup: Setup) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        first = post(c, setup.room, {"text": "hi"}, "k1")
+        again = post(c, setup.room, {"text": "hi"}, "k1")
+    assert (first.status_code, first.headers["idempotency-status"]) == (201, "created")
+    assert (again.status_code, again.headers["idempotency-status"]) == (201, "replayed")
+    assert again.content == first.content
+
+
+def test_replay_posts_nothing_and_wakes_no_one_again(setup: Setup) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        for _ in range(3):
+            assert post(c, setup.room, {"text": "ping @bot"}, "wake").status_code == 201
+        assert [e["text"] for e in events(c, setup.room)] == ["ping @bot"]
+    with setup.hub.client(setup.tokens["bot"]) as bot:
+        assert len(bot.get("/v1/inbox").json()["items"]) == 1
+
+
+def test_text_is_trimmed_before_the_fingerprint(setup: Setup) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        a = post(c, setup.room, {"text": "  hello\n"}, "trim")
+        b = post(c, setup.room, {"text": "hello"}, "trim")
+    assert a.json()["event"]["text"] == "hello"
+    assert b.headers["idempotency-status"] == "replayed"
+
+
+def test_same_key_other_body_is_conflict_and_posts_nothing(setup: Setup) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        assert post(c, setup.room, {"text": "one"}, "k").status_code == 201
+        r = post(c, setup.room, {"text": "two"}, "k")
+        assert r.status_code == 422
+        assert r.json()["error"]["code"] == "idempotency_conflict"
+        assert [e["text"] for e in events(c, setup.room)] == ["one"]
+
+
+def test_same_key_other_room_is_conflict(hub: HubProcess) -> None:
+    s = make_setup(hub, ["alice"], ["bot"])
+    with hub.client(s.tokens["alice"]) as c:
+        other = c.post("/v1/workspaces/acme/rooms", json={"name": "other"}).json()["room"]["id"]
+        assert post(c, s.room, {"text": "x"}, "k").status_code == 201
+        r = post(c, other, {"text": "x"}, "k")
+    assert r.json()["error"]["code"] == "idempotency_conflict"
+
+
+def test_same_key_other_member_is_new_request(setup: Setup) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as a, setup.hub.client(setup.tokens["carol"]) as c:
+        ra = post(a, setup.room, {"text": "same"}, "shared")
+        rc = post(c, setup.room, {"text": "same"}, "shared")
+        assert ra.headers["idempotency-status"] == rc.headers["idempotency-status"] == "created"
+        assert ra.json()["event"]["id"] != rc.json()["event"]["id"]
+        assert len(events(a, setup.room)) == 2
+
+
+def test_concurrent_same_key_makes_one_event(setup: Setup) -> None:
+    barrier = threading.Barrier(32)
+
+    def send(_: int) -> httpx.Response:
+        with setup.hub.client(setup.tokens["alice"]) as c:
+            barrier.wait()
+            return post(c, setup.room, {"text": "race"}, "race-key")
+
+    with ThreadPoolExecutor(32) as pool:
+        answers = list(pool.map(send, range(32)))
+    assert {r.status_code for r in answers} == {201}
+    assert len({r.content for r in answers}) == 1
+    assert sorted(r.headers["idempotency-status"] for r in answers).count("created") == 1
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        assert len(events(c, setup.room)) == 1
+
+
+def test_bad_keys_are_refused_and_store_nothing(setup: Setup) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        for bad in ["", "x" * 256, "has space", "tab\tkey", "é"]:
+            r = c.post(
+                f"/v1/rooms/{setup.room}/messages",
+                json={"text": "x"},
+                headers={"Idempotency-Key": bad.encode("utf-8")},
+            )
+            assert r.status_code == 400, bad
+            assert r.json()["error"]["code"] == "invalid_idempotency_key"
+        assert post(c, setup.room, {"text": "x"}, "x" * 255).status_code == 201
+        assert len(events(c, setup.room)) == 1
+
+
+def test_refusals_do_not_consume_the_key(setup: Setup) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        assert (
+            post(c, setup.room, {"text": "   "}, "k").json()["error"]["code"] == "invalid_request"
+        )
+        assert post(c, "rm_nope", {"text": "x"}, "k").json()["error"]["code"] == "room_not_found"
+        assert (
+            c.post(
+                f"/v1/rooms/{setup.room}/messages", content=b"{", headers={"Idempotency-Key": "k"}
+            ).json()["error"]["code"]
+            == "invalid_json"
+        )
+        c.post(f"/v1/rooms/{setup.room}/archive")
+        assert post(c, setup.room, {"text": "x"}, "k").json()["error"]["code"] == "room_archived"
+        c.post(f"/v1/rooms/{setup.room}/unarchive")
+        r = post(c, setup.room, {"text": "finally"}, "k")
+        assert (r.status_code, r.headers["idempotency-status"]) == (201, "created")
+
+
+def test_archived_room_still_replays_a_delivered_key(setup: Setup) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        first = post(c, setup.room, {"text": "before"}, "k")
+        c.post(f"/v1/rooms/{setup.room}/archive")
+        again = post(c, setup.room, {"text": "before"}, "k")
+        assert again.status_code == 201 and again.content == first.content
+        assert post(c, setup.room, {"text": "new"}, "k2").status_code == 409
+
+
+def test_bad_input_gets_a_stable_code_and_stores_nothing(setup: Setup) -> None:
+    cases = [
+        (b"{", "invalid_json"),
+        (b"[]", "invalid_request"),
+        (b'{"text": 5}', "invalid_request"),
+        (b'{"text": "x", "unknown": 1}', "invalid_request"),
+        (b'{"text": "x", "reply_kind": "done", "in_reply_to": "ev_1"}', "invalid_request"),
+        (b'{"text": "x", "attachments": ["md_missing"]}', "invalid_request"),
+        (b'{"text": ""}', "invalid_request"),
+    ]
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        for raw, code in cases:
+            r = c.post(f"/v1/rooms/{setup.room}/messages", content=raw)
+            assert r.status_code == 400, raw
+            assert r.json()["error"]["code"] == code, raw
+        big = c.post(
+            f"/v1/rooms/{setup.room}/messages",
+            content=b'{"text": "' + b"x" * (2 * 1024 * 1024) + b'"}',
+        )
+        assert (big.status_code, big.json()["error"]["code"]) == (413, "payload_too_large")
+        assert events(c, setup.room) == []
+
+
+def test_bad_or_missing_token_is_unauthorized(setup: Setup) -> None:
+    with setup.hub.client("nope") as c:
+        r = post(c, setup.room, {"text": "x"})
+        assert (r.status_code, r.json()["error"]["code"]) == (401, "unauthorized")
+    with setup.hub.client() as c:
+        assert post(c, setup.room, {"text": "x"}).status_code == 401
+
+
+def test_non_participant_is_refused(hub: HubProcess) -> None:
+    s = make_setup(hub, ["alice", "dave"], [])
+    with hub.client(s.tokens["alice"]) as c:
+        c.delete(f"/v1/rooms/{s.room}/participants/dave")
+    with hub.client(s.tokens["dave"]) as d:
+        r = post(d, s.room, {"text": "x"}, "k")
+        assert (r.status_code, r.json()["error"]["code"]) == (403, "channel_membership_required")
+
+
+def test_seq_is_gap_free_under_concurrent_posts(setup: Setup) -> None:
+    def send(i: int) -> int:
+        with setup.hub.client(setup.tokens["alice"]) as c:
+            return post(c, setup.room, {"text": f"m{i}"}, f"k{i}").status_code
+
+    with ThreadPoolExecutor(16) as pool:
+        assert set(pool.map(send, range(200))) == {201}
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        seqs = [e["seq"] for e in events(c, setup.room)]
+    assert seqs == list(range(1, 201))
+
+
+def test_in_flight_key_waits_then_answers_running(setup: Setup) -> None:
+    """While the first request holds its key (the writer is blocked by another SQLite
+    writer here), a second one waits the bounded time and gets 409 `running`."""
+    db = sqlite3.connect(setup.hub.data_dir / "hub.sqlite3", isolation_level=None, timeout=30)
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        results: dict[str, httpx.Response] = {}
+
+        def first() -> None:
+            with setup.hub.client(setup.tokens["alice"], timeout=30) as c:
+                results["first"] = post(c, setup.room, {"text": "slow"}, "held")
+
+        t = threading.Thread(target=first)
+        t.start()
+        with setup.hub.client(setup.tokens["alice"], timeout=30) as c:
+            # Give the first request time to claim its in-flight slot before the second asks.
+            poll(lambda: _in_flight(setup), timeout=10)
+            second = post(c, setup.room, {"text": "slow"}, "held")
+        assert second.status_code == 409
+        assert second.json()["error"] == {
+            "code": "idempotency_in_flight",
+            "state": "running",
+            "message": second.json()["error"]["message"],
+        }
+        assert second.headers["retry-after"]
+    finally:
+        db.execute("ROLLBACK")
+        db.close()
+    t.join(30)
+    assert results["first"].headers["idempotency-status"] == "created"
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        assert (
+            post(c, setup.room, {"text": "slow"}, "held").headers["idempotency-status"]
+            == "replayed"
+        )
+
+
+def _in_flight(setup: Setup) -> bool:
+    with setup.hub.client() as c:
+        return _gauge(c.get("/metrics").text, "agentpost_idempotency_keys_in_flight") >= 1
+
+
+def _gauge(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_expired_key_is_new_again_and_is_swept(tmp_path) -> None:  # noqa: ANN001
+    hub = HubProcess(
+        tmp_path / "hub",
+        env={"AGENTPOST_SWEEP_INTERVAL": "0.2"},
+        extra_args=["--key-ttl-seconds", "1"],
+    ).start()
+    try:
+        s = make_setup(hub, ["alice"], [])
+        with hub.client(s.tokens["alice"]) as c:
+            assert post(c, s.room, {"text": "x"}, "k").headers["idempotency-status"] == "created"
+            poll(lambda: _swept(hub) >= 1, timeout=10)
+            again = post(c, s.room, {"text": "x"}, "k")
+            assert again.headers["idempotency-status"] == "created"
+            assert len(events(c, s.room)) == 2
+    finally:
+        hub.stop()
+
+
+def _swept(hub: HubProcess) -> float:
+    with hub.client() as c:
+        return _gauge(c.get("/metrics").text, "agentpost_idempotency_keys_swept_total")
