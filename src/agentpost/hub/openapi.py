@@ -1,9 +1,557 @@
-"""The OpenAPI document, built from the same msgspec Structs the routes decode."""
+"""The OpenAPI 3.1 document of the hub API (DESIGN.md §3), served at `/openapi.json`.
+
+Request bodies are the JSON Schemas of the very msgspec Structs the routes decode, and error
+statuses come from the one code→status map in `hub/errors.py`, so neither can drift; every
+route must appear here (a test compares with `app.ROUTES`, and schemathesis fuzzes the rest).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Literal
+
+import msgspec
+
+from agentpost import __version__
+from agentpost.core.errors import Code
+from agentpost.hub import idempotency
+from agentpost.hub.errors import STATUS
+from agentpost.hub.schemas import (
+    AckIn,
+    Event,
+    MediaOut,
+    MemberIn,
+    MemberOut,
+    MessageIn,
+    RoomIn,
+    RoomOut,
+    WorkspaceIn,
+)
+
+# Response envelopes: documentation only, checked against the live hub by the schemathesis test.
+
+
+class Workspace(msgspec.Struct):
+    id: str
+    name: str
+
+
+class WorkspaceReply(msgspec.Struct):
+    workspace: Workspace
+
+
+class WorkspaceList(msgspec.Struct):
+    workspaces: list[Workspace]
+
+
+class MemberCreated(msgspec.Struct):
+    member: MemberOut
+    token: str
+    workspace: str
+
+
+class MemberRemoved(msgspec.Struct):
+    member: MemberOut
+    hard: bool
+
+
+class RoomReply(msgspec.Struct):
+    room: RoomOut
+
+
+class RoomList(msgspec.Struct):
+    rooms: list[RoomOut]
+
+
+class EventPosted(msgspec.Struct):
+    event: Event
+
+
+class MediaPosted(msgspec.Struct):
+    media: MediaOut
+    event: Event
+
+
+class EventPage(msgspec.Struct):
+    events: list[Event]
+
+
+class InboxItem(msgspec.Struct):
+    cursor: int
+    event: Event
+
+
+class InboxPage(msgspec.Struct):
+    items: list[InboxItem]
+    cursor: int
+
+
+class InboxCursor(msgspec.Struct):
+    cursor: int
+
+
+class Me(msgspec.Struct):
+    member: MemberOut
+    workspace: Workspace
+    inbox_cursor: int
+
+
+class Health(msgspec.Struct):
+    status: Literal["ok"]
+
+
+class RoomPostIdempotency(msgspec.Struct):
+    header: str
+    status_header: str
+    ttl_seconds: int
+    routes: list[str]
+
+
+class Capabilities(msgspec.Struct):
+    version: str
+    room_post_idempotency: RoomPostIdempotency
+    max_upload_bytes: int
+    features: list[str]
+
+
+class ErrorDetail(msgspec.Struct):
+    """`field` names the offending input; `state` and `reason` come with some codes (§3)."""
+
+    code: Code
+    message: str
+    field: str | None = None
+    state: str | None = None
+    reason: str | None = None
+
+
+class ErrorBody(msgspec.Struct):
+    error: ErrorDetail
+
+
+_STRUCTS: list[type[msgspec.Struct]] = [
+    WorkspaceIn,
+    MemberIn,
+    RoomIn,
+    MessageIn,
+    AckIn,
+    WorkspaceReply,
+    WorkspaceList,
+    MemberCreated,
+    MemberRemoved,
+    RoomReply,
+    RoomList,
+    EventPosted,
+    MediaPosted,
+    EventPage,
+    InboxPage,
+    InboxCursor,
+    Me,
+    Health,
+    Capabilities,
+    ErrorBody,
+]
+
+JSON = "application/json"
+SSE = "text/event-stream"
+MEMBER = [{"memberToken": []}]
+ADMIN = [{"adminToken": []}]
+MEMBER_OR_ADMIN = [{"memberToken": []}, {"adminToken": []}]
+INT64_MAX = 2**63 - 1
+
+# Refusals most routes share, by what the route does.
+AUTH = [Code.UNAUTHORIZED, Code.AGENT_REMOVED, Code.MEMBER_REMOVED]
+BODY = [Code.INVALID_JSON, Code.INVALID_REQUEST, Code.PAYLOAD_TOO_LARGE]
+ROOM = [Code.ROOM_NOT_FOUND, Code.CHANNEL_MEMBERSHIP_REQUIRED, Code.NOT_FOUND]
+WRITE = [Code.STORAGE_UNAVAILABLE]
+POST = [*AUTH, *ROOM, *WRITE, Code.INVALID_IDEMPOTENCY_KEY, Code.ROOM_ARCHIVED]
+POST += [Code.IDEMPOTENCY_IN_FLIGHT, Code.IDEMPOTENCY_CONFLICT, Code.COMMAND_REJECTED]
+
+_ERROR_HEADERS = {
+    401: {"WWW-Authenticate": "the auth scheme to use: `Bearer`"},
+    409: {"Retry-After": "seconds to wait, with `idempotency_in_flight`"},
+    503: {"Retry-After": "seconds to wait before retrying"},
+}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(name: str) -> dict[str, Any]:
+    return {"content": {JSON: {"schema": _ref(name)}}}
+
+
+def _error_responses(codes: list[Code]) -> dict[str, Any]:
+    """One response per status, its `code` pinned to the codes this route can return."""
+    by_status: dict[int, list[str]] = {}
+    for code in codes:
+        by_status.setdefault(STATUS[code], [])
+        if str(code) not in by_status[STATUS[code]]:
+            by_status[STATUS[code]].append(str(code))
+    out: dict[str, Any] = {}
+    for status, names in sorted(by_status.items()):
+        pinned = {"properties": {"error": {"properties": {"code": {"enum": names}}}}}
+        resp: dict[str, Any] = {
+            "description": "refused: " + ", ".join(f"`{n}`" for n in names),
+            "content": {JSON: {"schema": {"allOf": [_ref("ErrorBody"), pinned]}}},
+        }
+        if status in _ERROR_HEADERS:
+            resp["headers"] = {
+                name: {"description": text, "schema": {"type": "string"}}
+                for name, text in _ERROR_HEADERS[status].items()
+            }
+        out[str(status)] = resp
+    return out
+
+
+def _path(name: str, schema: dict[str, Any], text: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": schema, "description": text}
+
+
+def _query(name: str, schema: dict[str, Any], text: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": text}
+
+
+NAME_SCHEMA = {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,62}$"}
+WS = _path("ws", NAME_SCHEMA, "workspace name")
+ROOM_ID = _path("room", {"type": "string"}, "room id")
+MEMBER_NAME = _path("name", NAME_SCHEMA, "member name")
+MEDIA_ID = _path("media", {"type": "string"}, "media id")
+SEQ = {"type": "integer", "minimum": 0, "maximum": INT64_MAX}
+AFTER_SEQ = _query("after", SEQ, "list events with seq greater than this (0: from the start)")
+LIMIT = _query(
+    "limit",
+    {"type": "integer", "minimum": 1, "maximum": INT64_MAX},
+    "page size; default 100, capped at 1000",
+)
+LAST_EVENT_ID = {
+    "name": "Last-Event-ID",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+    "description": "resume after this id (SSE reconnect); wins over `after`",
+}
+IDEMPOTENCY_KEY = {
+    "name": idempotency.HEADER,
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,255}$"},
+    "description": "makes the post safe to retry: same key and body, same answer (§3)",
+}
+IDEMPOTENCY_STATUS = {
+    idempotency.STATUS_HEADER: {
+        "description": "with an Idempotency-Key: `created` first, `replayed` after",
+        "schema": {"type": "string", "enum": [idempotency.CREATED, idempotency.REPLAYED]},
+    }
+}
+
+
+def _sse(event_name: str, data: str, id_text: str) -> dict[str, Any]:
+    """An event stream; `schema` describes one event as parsed (OpenAPI 3.1 convention)."""
+    return {
+        "description": f"Server-sent events `{event_name}`, each with `id` {id_text}; "
+        "comment lines keep the connection alive",
+        "content": {
+            SSE: {
+                "schema": {
+                    "type": "object",
+                    "required": ["event", "data", "id"],
+                    "properties": {
+                        "event": {"const": event_name},
+                        "id": {"type": "string", "pattern": "^[0-9]+$"},
+                        "data": {
+                            "type": "string",
+                            "contentMediaType": JSON,
+                            "contentSchema": _ref(data),
+                        },
+                    },
+                }
+            }
+        },
+    }
+
+
+def _op(
+    summary: str,
+    ok: tuple[int, dict[str, Any]],
+    errors: list[Code],
+    *,
+    security: list[dict[str, list[str]]] | None = None,
+    params: list[dict[str, Any]] | None = None,
+    body: str | None = None,
+) -> dict[str, Any]:
+    status, response = ok
+    op: dict[str, Any] = {
+        "summary": summary,
+        "operationId": summary,
+        "security": security if security is not None else [],
+        "responses": {str(status): {"description": "ok", **response}, **_error_responses(errors)},
+    }
+    if params:
+        op["parameters"] = params
+    if body is not None:
+        op["requestBody"] = {"required": True, **_json(body)}
+    return op
+
+
+def _operations() -> dict[str, dict[str, Any]]:
+    """Every route of `app.ROUTES`, by path then method."""
+    media_body = {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "file": {"type": "string", "contentMediaType": "application/octet-stream"},
+                        "text": {"type": "string", "maxLength": 65536},
+                    },
+                },
+                "encoding": {"file": {"contentType": "application/octet-stream"}},
+            }
+        },
+    }
+    post_media = _op(
+        "post_media",
+        (201, {**_json("MediaPosted"), "headers": IDEMPOTENCY_STATUS}),
+        [*BODY, *POST],
+        security=MEMBER,
+        params=[ROOM_ID, IDEMPOTENCY_KEY],
+    )
+    post_media["requestBody"] = media_body
+    post_message = _op(
+        "post_message",
+        (201, {**_json("EventPosted"), "headers": IDEMPOTENCY_STATUS}),
+        [*BODY, *POST],
+        security=MEMBER,
+        params=[ROOM_ID, IDEMPOTENCY_KEY],
+        body="MessageIn",
+    )
+    # A refusal for content is recorded under the key and replayed with its status (§3).
+    post_message["responses"]["422"]["headers"] = IDEMPOTENCY_STATUS
+    post_media["responses"]["422"]["headers"] = IDEMPOTENCY_STATUS
+    participant = [ROOM_ID, MEMBER_NAME]
+    room_codes = [*AUTH, *ROOM, *WRITE]
+    return {
+        "/healthz": {"get": _op("healthz", (200, _json("Health")), [])},
+        "/metrics": {
+            "get": _op(
+                "metrics", (200, {"content": {"text/plain": {"schema": {"type": "string"}}}}), []
+            )
+        },
+        "/openapi.json": {"get": _op("openapi", (200, {"content": {JSON: {"schema": {}}}}), [])},
+        "/v1/capabilities": {"get": _op("capabilities", (200, _json("Capabilities")), [])},
+        "/v1/admin/workspaces": {
+            "post": _op(
+                "create_workspace",
+                (201, _json("WorkspaceReply")),
+                [Code.UNAUTHORIZED, *BODY, Code.WORKSPACE_EXISTS, *WRITE],
+                security=ADMIN,
+                body="WorkspaceIn",
+            ),
+            "get": _op(
+                "list_workspaces",
+                (200, _json("WorkspaceList")),
+                [Code.UNAUTHORIZED, *WRITE],
+                security=ADMIN,
+            ),
+        },
+        "/v1/admin/workspaces/{ws}/members": {
+            "post": _op(
+                "add_member",
+                (201, _json("MemberCreated")),
+                [Code.UNAUTHORIZED, *BODY, Code.NO_WORKSPACE, Code.NOT_FOUND]
+                + [Code.MEMBER_EXISTS, *WRITE],
+                security=ADMIN,
+                params=[WS],
+                body="MemberIn",
+            )
+        },
+        "/v1/admin/workspaces/{ws}/members/{name}": {
+            "delete": _op(
+                "remove_member",
+                (200, _json("MemberRemoved")),
+                [Code.UNAUTHORIZED, Code.INVALID_REQUEST, Code.NO_WORKSPACE]
+                + [Code.MEMBER_NOT_FOUND, Code.NOT_FOUND, *WRITE],
+                security=ADMIN,
+                params=[
+                    WS,
+                    MEMBER_NAME,
+                    _query("hard", {"type": "boolean"}, "also delete the member's tokens"),
+                ],
+            )
+        },
+        "/v1/workspaces/{ws}/rooms": {
+            "post": _op(
+                "create_room",
+                (201, _json("RoomReply")),
+                [*AUTH, *BODY, Code.NO_WORKSPACE, Code.NOT_FOUND, Code.ROOM_EXISTS, *WRITE],
+                security=MEMBER_OR_ADMIN,
+                params=[WS],
+                body="RoomIn",
+            ),
+            "get": _op(
+                "list_rooms",
+                (200, _json("RoomList")),
+                [*AUTH, Code.NO_WORKSPACE, Code.NOT_FOUND, *WRITE],
+                security=MEMBER,
+                params=[WS],
+            ),
+        },
+        "/v1/rooms/{room}": {
+            "get": _op(
+                "get_room",
+                (200, _json("RoomReply")),
+                room_codes,
+                security=MEMBER_OR_ADMIN,
+                params=[ROOM_ID],
+            )
+        },
+        "/v1/rooms/{room}/participants/{name}": {
+            "put": _op(
+                "add_participant",
+                (200, _json("RoomReply")),
+                [*room_codes, Code.MEMBER_NOT_FOUND],
+                security=MEMBER_OR_ADMIN,
+                params=participant,
+            ),
+            "delete": _op(
+                "remove_participant",
+                (200, _json("RoomReply")),
+                [*room_codes, Code.MEMBER_NOT_FOUND],
+                security=MEMBER_OR_ADMIN,
+                params=participant,
+            ),
+        },
+        "/v1/rooms/{room}/archive": {
+            "post": _op(
+                "archive_room",
+                (200, _json("RoomReply")),
+                room_codes,
+                security=MEMBER_OR_ADMIN,
+                params=[ROOM_ID],
+            )
+        },
+        "/v1/rooms/{room}/unarchive": {
+            "post": _op(
+                "unarchive_room",
+                (200, _json("RoomReply")),
+                room_codes,
+                security=MEMBER_OR_ADMIN,
+                params=[ROOM_ID],
+            )
+        },
+        "/v1/rooms/{room}/messages": {"post": post_message},
+        "/v1/rooms/{room}/media": {"post": post_media},
+        "/v1/rooms/{room}/events": {
+            "get": _op(
+                "list_events",
+                (200, _json("EventPage")),
+                [*room_codes, Code.INVALID_REQUEST],
+                security=MEMBER,
+                params=[ROOM_ID, AFTER_SEQ, LIMIT],
+            )
+        },
+        "/v1/rooms/{room}/stream": {
+            "get": _op(
+                "room_stream",
+                (200, _sse("event", "Event", "= the event's `seq`")),
+                [*room_codes, Code.INVALID_REQUEST],
+                security=MEMBER,
+                params=[ROOM_ID, AFTER_SEQ, LAST_EVENT_ID],
+            )
+        },
+        "/v1/media/{media}": {
+            "get": _op(
+                "get_media",
+                (
+                    200,
+                    {
+                        "content": {"*/*": {"schema": {}}},
+                        "headers": {
+                            "X-Content-SHA256": {
+                                "required": True,
+                                "schema": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                            }
+                        },
+                    },
+                ),
+                [*AUTH, Code.MEDIA_NOT_FOUND, Code.NOT_FOUND, *WRITE],
+                security=MEMBER,
+                params=[MEDIA_ID],
+            )
+        },
+        "/v1/inbox": {
+            "get": _op(
+                "get_inbox",
+                (200, _json("InboxPage")),
+                [*AUTH, Code.INVALID_REQUEST, *WRITE],
+                security=MEMBER,
+                params=[
+                    _query("after", SEQ, "inbox cursor to list after; default: the acked cursor"),
+                    LIMIT,
+                    _query(
+                        "wait",
+                        {"type": "number", "minimum": 0},
+                        "long poll: seconds to wait for an item when there is none (capped at 60)",
+                    ),
+                ],
+            )
+        },
+        "/v1/inbox/stream": {
+            "get": _op(
+                "inbox_stream",
+                (200, _sse("inbox", "InboxItem", "= the inbox cursor")),
+                [*AUTH, *WRITE],
+                security=MEMBER,
+                params=[LAST_EVENT_ID],
+            )
+        },
+        "/v1/inbox/ack": {
+            "post": _op(
+                "ack_inbox",
+                (200, _json("InboxCursor")),
+                [*AUTH, *BODY, *WRITE],
+                security=MEMBER,
+                body="AckIn",
+            )
+        },
+        "/v1/me": {"get": _op("me", (200, _json("Me")), [*AUTH, *WRITE], security=MEMBER)},
+    }
+
+
+@functools.cache
+def _document() -> bytes:
+    _, components = msgspec.json.schema_components(
+        [*_STRUCTS, InboxItem], ref_template="#/components/schemas/{name}"
+    )
+    doc = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "agentpost hub",
+            "version": __version__,
+            "description": "JSON everywhere; errors are "
+            '`{"error": {"code", "message", ...}}` (DESIGN.md §3).',
+        },
+        "paths": _operations(),
+        "components": {
+            "schemas": components,
+            "securitySchemes": {
+                "memberToken": {"type": "http", "scheme": "bearer", "description": "member token"},
+                "adminToken": {"type": "http", "scheme": "bearer", "description": "admin token"},
+            },
+        },
+    }
+    return msgspec.json.encode(doc)
 
 
 def document() -> dict[str, Any]:
-    return {"openapi": "3.0.3", "info": {"title": "agentpost hub", "version": "1"}, "paths": {}}
+    """The document as a fresh dict (callers may change their copy)."""
+    doc: dict[str, Any] = msgspec.json.decode(_document())
+    return doc
+
+
+def document_bytes() -> bytes:
+    return _document()
