@@ -80,7 +80,14 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 404:
         return error_response(AgentpostError(Code.NOT_FOUND, f"no route {request.url.path}"))
     if exc.status_code == 405:
-        return error_response(AgentpostError(Code.METHOD_NOT_ALLOWED, "method not allowed"))
+        # A 405 lists every method the path takes; Starlette names only the first route's.
+        allowed = {
+            m for r in ROUTES if r.path_regex.match(request.url.path) for m in r.methods or ()
+        }
+        return error_response(
+            AgentpostError(Code.METHOD_NOT_ALLOWED, "method not allowed"),
+            {"Allow": ", ".join(sorted(allowed))},
+        )
     return error_response(AgentpostError(Code.INVALID_REQUEST, str(exc.detail)))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import msgspec
 from starlette.requests import Request
@@ -49,15 +50,15 @@ def json_response(status: int, body: bytes, headers: dict[str, str] | None = Non
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
-def error_response(exc: AgentpostError) -> Response:
-    headers = {}
+def error_response(exc: AgentpostError, headers: Mapping[str, str] | None = None) -> Response:
+    out = dict(headers or {})
     if exc.code is Code.IDEMPOTENCY_IN_FLIGHT:
-        headers["Retry-After"] = "1"
+        out["Retry-After"] = "1"
     if exc.code is Code.STORAGE_UNAVAILABLE:
-        headers["Retry-After"] = "5"
+        out["Retry-After"] = "5"
     if exc.code is Code.UNAUTHORIZED:
-        headers["WWW-Authenticate"] = "Bearer"
-    return json_response(status_of(exc.code), msgspec.json.encode(exc.body()), headers)
+        out["WWW-Authenticate"] = "Bearer"
+    return json_response(status_of(exc.code), msgspec.json.encode(exc.body()), out)
 
 
 async def handle_agentpost_error(request: Request, exc: Exception) -> Response:
