@@ -22,16 +22,40 @@ MAX_LIMIT = 1000
 STREAM_PAGE = 200
 
 
-def int_param(request: Request, name: str, default: int, low: int, high: int | None = None) -> int:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
+# Seqs and cursors are SQLite INTEGERs: a bigger number is a bad request, not a crash.
+MAX_INT = 2**63 - 1
+
+
+def parse_int(raw: str, name: str, low: int) -> int:
+    """`raw` as an integer in [low, MAX_INT]; 400 `invalid_request` naming `name` otherwise."""
     try:
         value = int(raw)
     except ValueError:
         raise RequestError(Code.INVALID_REQUEST, f"{name} must be an integer", field=name) from None
     if value < low:
         raise RequestError(Code.INVALID_REQUEST, f"{name} must be at least {low}", field=name)
+    if value > MAX_INT:
+        raise RequestError(Code.INVALID_REQUEST, f"{name} must be at most {MAX_INT}", field=name)
+    return value
+
+
+def last_event_id(request: Request) -> int | None:
+    """The SSE `Last-Event-ID` header as a number, if sent (our ids are ASCII digits)."""
+    raw = request.headers.get("last-event-id")
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit()):
+        raise RequestError(
+            Code.INVALID_REQUEST, "Last-Event-ID must be a number", field="Last-Event-ID"
+        )
+    return parse_int(raw, "Last-Event-ID", 0)
+
+
+def int_param(request: Request, name: str, default: int, low: int, high: int | None = None) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    value = parse_int(raw, name, low)
     return min(value, high) if high is not None else value
 
 
@@ -75,12 +99,8 @@ async def stream(request: Request) -> Response:
     hub = hub_of(request)
     member = await auth.member(request, hub.engine)
     room_id = request.path_params["room"]
-    start = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-    if not start.isdigit():
-        raise RequestError(
-            Code.INVALID_REQUEST, "Last-Event-ID must be a seq number", field="Last-Event-ID"
-        )
-    after = int(start)
+    resume = last_event_id(request)
+    after = resume if resume is not None else int_param(request, "after", 0, 0)
     await _page(hub, member, room_id, after, 1)  # refuse now, not inside the stream
     keepalive = hub.config.sse_keepalive_seconds
 

@@ -14,7 +14,13 @@ from agentpost.hub.decode import read_json
 from agentpost.hub.errors import json_response
 from agentpost.hub.notify import inbox_key, wait
 from agentpost.hub.routes.admin import member_out
-from agentpost.hub.routes.events import DEFAULT_LIMIT, MAX_LIMIT, float_param, int_param
+from agentpost.hub.routes.events import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    float_param,
+    int_param,
+    last_event_id,
+)
 from agentpost.hub.schemas import AckIn
 from agentpost.hub.state import hub_of
 from agentpost.store import inbox, members
@@ -56,8 +62,8 @@ async def get_inbox(request: Request) -> Response:
 async def inbox_stream(request: Request) -> Response:
     hub = hub_of(request)
     member = await auth.member(request, hub.engine)
-    start = request.headers.get("last-event-id")
-    after = int(start) if start and start.isdigit() else member.inbox_cursor
+    resume = last_event_id(request)
+    after = resume if resume is not None else member.inbox_cursor
     keepalive = hub.config.sse_keepalive_seconds
 
     async def frames() -> AsyncIterator[bytes]:
