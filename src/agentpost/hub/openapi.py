@@ -504,7 +504,7 @@ def _operations() -> dict[str, dict[str, Any]]:
             "get": _op(
                 "inbox_stream",
                 (200, _sse("inbox", "InboxItem", "= the inbox cursor")),
-                [*AUTH, *WRITE],
+                [*AUTH, Code.INVALID_REQUEST, *WRITE],
                 security=MEMBER,
                 params=[LAST_EVENT_ID],
             )
