@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from agentpost.core.errors import Code, RequestError
+from agentpost.core.errors import AgentpostError, Code, RequestError
 from agentpost.hub import auth
 from agentpost.hub.errors import json_response
 from agentpost.hub.notify import room_key, wait
@@ -16,6 +17,8 @@ from agentpost.hub.state import Hub, hub_of
 from agentpost.store import events
 from agentpost.store.engine import Db
 from agentpost.store.models import Member
+
+log = logging.getLogger("agentpost.hub")
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -112,7 +115,13 @@ async def stream(request: Request) -> Response:
             yield b": stream open\n\n"
             while True:
                 woken = hub.notifier.event(room_key(room_id))
-                rows = await _page(hub, member, room_id, after, STREAM_PAGE)
+                try:
+                    rows = await _page(hub, member, room_id, after, STREAM_PAGE)
+                except AgentpostError as exc:
+                    # Access lost mid-stream (removed from the room): end the stream cleanly;
+                    # a reconnect gets the refusal as a status.
+                    log.info("room stream %s closed: %s", room_id, exc.message)
+                    return
                 for seq, body in rows:
                     yield sse_frame(seq, body)
                     after = seq
