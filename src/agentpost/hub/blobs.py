@@ -13,11 +13,25 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from agentpost.core.errors import Code, RequestError
 
 _MAX_CAPTION = 65536
+
+
+def _feed(parser: MultipartParser, chunk: bytes | None) -> None:
+    """Feed the parser (`None`: the end); a malformed body is the client's error, a 400."""
+    try:
+        if chunk is None:
+            parser.finalize()
+        else:
+            parser.write(chunk)
+    except MultipartParseError as exc:
+        raise RequestError(
+            Code.INVALID_REQUEST, f"malformed multipart body: {exc}", field="file"
+        ) from exc
 
 
 @dataclass
@@ -68,10 +82,10 @@ class BlobStore:
         try:
             parser = MultipartParser(boundary, sink.callbacks())
             async for chunk in stream:
-                parser.write(chunk)
+                _feed(parser, chunk)
                 if sink.error is not None:
                     raise sink.error
-            parser.finalize()
+            _feed(parser, None)
             if sink.error is not None:
                 raise sink.error
             upload = sink.result()
