@@ -23,6 +23,7 @@ from agentpost.hub.schemas import (
     MemberIn,
     MemberOut,
     MessageIn,
+    Name,
     RoomIn,
     RoomOut,
     WorkspaceIn,
@@ -212,7 +213,7 @@ def _query(name: str, schema: dict[str, Any], text: str) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": schema, "description": text}
 
 
-NAME_SCHEMA = {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,62}$"}
+NAME_SCHEMA = {"type": "string", "pattern": Name.__metadata__[0].pattern}
 WS = _path("ws", NAME_SCHEMA, "workspace name")
 ROOM_ID = _path("room", {"type": "string"}, "room id")
 MEMBER_NAME = _path("name", NAME_SCHEMA, "member name")

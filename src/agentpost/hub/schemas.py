@@ -9,7 +9,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-Name = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+# `(?!\n)`: Python's `$` also matches before a final newline, JSON Schema's does not.
+Name = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}(?!\n)$")]
 ReplyKind = Literal["result", "error", "needs_input", "cancelled"]
 
 
