@@ -50,12 +50,14 @@ class HubProcess:
             line = self.proc.stdout.readline()
             if not line:
                 if self.proc.poll() is not None:
+                    self._close()
                     raise RuntimeError(f"hub exited early: {self.log_path.read_text()}")
                 continue
             m = LISTENING.search(line)
             if m:
                 self.url = m.group(1)
                 return self
+        self.kill()
         raise RuntimeError("hub did not print its listening line in time")
 
     @property

@@ -254,3 +254,11 @@ def test_expired_key_is_new_again_and_is_swept(tmp_path) -> None:  # noqa: ANN00
 def _swept(hub: HubProcess) -> float:
     with hub.client() as c:
         return _gauge(c.get("/metrics").text, "agentpost_idempotency_keys_swept_total")
+
+
+def test_metadata_beyond_json_safe_integers_is_refused(setup: Setup) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        for key in (None, "big"):
+            r = post(c, setup.room, {"text": "x", "metadata": {"n": 2**60}}, key)
+            assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request")
+        assert events(c, setup.room) == []

@@ -11,13 +11,25 @@ from typing import Any
 
 import rfc8785
 
+from agentpost.core.errors import Code, RequestError
+
 JSONValue = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
+
+
+class NotCanonicalizable(RequestError):
+    """A value JCS cannot represent exactly (an integer beyond ±(2**53 - 1))."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(Code.INVALID_REQUEST, f"value cannot be canonicalized: {detail}")
 
 
 def canonical(value: object) -> bytes:
     """The RFC 8785 serialization of `value` (UTF-8 bytes)."""
     data: Any = value
-    return rfc8785.dumps(data)
+    try:
+        return rfc8785.dumps(data)
+    except rfc8785.CanonicalizationError as exc:
+        raise NotCanonicalizable(str(exc)) from exc
 
 
 def sha256_hex(value: object) -> str:

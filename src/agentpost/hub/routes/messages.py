@@ -12,6 +12,7 @@ from starlette.responses import FileResponse, Response
 from agentpost.core.clock import now_ms
 from agentpost.core.errors import AgentpostError, Code, RequestError
 from agentpost.core.ids import new_id
+from agentpost.core.jcs import canonical
 from agentpost.hub import auth, idempotency, posting
 from agentpost.hub.decode import read_json
 from agentpost.hub.errors import json_response
@@ -36,6 +37,8 @@ def normalize(body: MessageIn) -> dict[str, Any]:
         raise RequestError(
             Code.INVALID_REQUEST, "reply_kind needs in_reply_to", field="$.reply_kind"
         )
+    if body.metadata:
+        canonical(body.metadata)  # refuse what a fingerprint could not represent, keyed or not
     return {
         "text": text,
         "metadata": body.metadata,

@@ -1,0 +1,120 @@
+"""Workspaces, members, rooms, participants, archive; meta routes (§2, §3)."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from hubproc import HubProcess, Setup
+
+
+def test_admin_routes_need_the_admin_token(setup: Setup) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        r = c.post("/v1/admin/workspaces", json={"name": "other"})
+        assert (r.status_code, r.json()["error"]["code"]) == (401, "unauthorized")
+
+
+def test_admin_token_file_is_private(hub: HubProcess) -> None:
+    mode = stat.S_IMODE(os.stat(hub.data_dir / "admin.token").st_mode)
+    assert mode == 0o600
+
+
+def test_tokens_are_stored_hashed(setup: Setup) -> None:
+    raw = (setup.hub.data_dir / "hub.sqlite3").read_bytes()
+    for token in setup.tokens.values():
+        assert token.encode() not in raw
+    assert setup.hub.admin_token.encode() not in raw
+
+
+def test_duplicates_and_unknowns_have_stable_codes(setup: Setup) -> None:
+    with setup.hub.client(setup.hub.admin_token) as admin:
+        assert (
+            admin.post("/v1/admin/workspaces", json={"name": "acme"}).json()["error"]["code"]
+            == "workspace_exists"
+        )
+        r = admin.post("/v1/admin/workspaces/acme/members", json={"name": "alice", "kind": "human"})
+        assert (r.status_code, r.json()["error"]["code"]) == (409, "member_exists")
+        r = admin.post("/v1/admin/workspaces/nope/members", json={"name": "x", "kind": "human"})
+        assert (r.status_code, r.json()["error"]["code"]) == (404, "no_workspace")
+        r = admin.post(
+            "/v1/admin/workspaces/acme/members", json={"name": "Bad Name", "kind": "human"}
+        )
+        assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request")
+        r = admin.post(
+            "/v1/admin/workspaces/acme/members",
+            json={"name": "a2", "kind": "agent", "owner": "bot"},
+        )
+        assert r.json()["error"]["code"] == "invalid_request"
+        r = admin.delete("/v1/admin/workspaces/acme/members/ghost")
+        assert (r.status_code, r.json()["error"]["code"]) == (404, "member_not_found")
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        r = c.post("/v1/workspaces/acme/rooms", json={"name": "general"})
+        assert (r.status_code, r.json()["error"]["code"]) == (409, "room_exists")
+        r = c.post("/v1/workspaces/acme/rooms", json={"name": "x", "participants": ["ghost"]})
+        assert r.json()["error"]["code"] == "invalid_request"
+        r = c.post("/v1/workspaces/other/rooms", json={"name": "x"})
+        assert (r.status_code, r.json()["error"]["code"]) == (404, "no_workspace")
+        assert c.get("/v1/nowhere").json()["error"]["code"] == "not_found"
+
+
+def test_room_shape_participants_and_archive(setup: Setup) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        room = c.get(f"/v1/rooms/{setup.room}").json()["room"]
+        assert {k: room[k] for k in ("id", "name", "kind", "mode", "archived")} == {
+            "id": setup.room,
+            "name": "general",
+            "kind": "channel",
+            "mode": "dynamic",
+            "archived": False,
+        }
+        assert room["participants"] == ["alice", "bot", "carol", "helper"]
+        room = c.delete(f"/v1/rooms/{setup.room}/participants/helper").json()["room"]
+        assert "helper" not in room["participants"]
+        room = c.put(f"/v1/rooms/{setup.room}/participants/helper").json()["room"]
+        assert "helper" in room["participants"]
+        assert c.post(f"/v1/rooms/{setup.room}/archive").json()["room"]["archived"] is True
+        assert c.post(f"/v1/rooms/{setup.room}/unarchive").json()["room"]["archived"] is False
+        listed = c.get("/v1/workspaces/acme/rooms").json()["rooms"]
+        assert [r["id"] for r in listed] == [setup.room]
+
+
+def test_me_shape(setup: Setup) -> None:
+    with setup.hub.client(setup.tokens["bot"]) as c:
+        me = c.get("/v1/me").json()
+    assert me["member"] == {
+        "id": me["member"]["id"],
+        "name": "bot",
+        "kind": "agent",
+        "status": "active",
+        "owner": "alice",
+    }
+    assert me["workspace"]["name"] == "acme"
+
+
+def test_capabilities_healthz_metrics(setup: Setup) -> None:
+    with setup.hub.client() as c:
+        caps = c.get("/v1/capabilities").json()
+        assert caps["room_post_idempotency"] == {
+            "header": "Idempotency-Key",
+            "status_header": "Idempotency-Status",
+            "ttl_seconds": 86400,
+            "routes": ["POST /v1/rooms/{room}/messages", "POST /v1/rooms/{room}/media"],
+        }
+        assert caps["max_upload_bytes"] > 0 and "room_post_idempotency" in caps["features"]
+        assert c.get("/healthz").json() == {"status": "ok"}
+    with setup.hub.client(setup.tokens["alice"]) as a:
+        for text in ("x", "x", "y"):  # created, replayed, conflict
+            a.post(
+                f"/v1/rooms/{setup.room}/messages",
+                json={"text": text},
+                headers={"Idempotency-Key": "a"},
+            )
+    with setup.hub.client() as c:
+        text = c.get("/metrics").text
+    assert (
+        'agentpost_posts_total{outcome="created",route="POST /v1/rooms/{room}/messages"} 1.0'
+        in text
+    )
+    assert "agentpost_idempotent_replays_total 1.0" in text
+    assert "agentpost_idempotency_conflicts_total 1.0" in text
+    assert "agentpost_post_latency_seconds_bucket" in text

@@ -1,0 +1,59 @@
+"""Pure core: ids, tokens, canonical JSON, keys and fingerprints."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentpost.core.ids import new_id, new_token, token_hash, ulid
+from agentpost.core.jcs import canonical, sha256_hex
+from agentpost.hub.idempotency import check_key, fingerprint
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def test_ulid_is_26_crockford_chars_and_time_sortable() -> None:
+    a, b = ulid(1_000), ulid(2_000)
+    assert re.fullmatch(r"[0-9A-HJKMNP-TV-Z]{26}", a)
+    assert a < b
+    assert new_id("ev").startswith("ev_")
+
+
+def test_tokens_are_random_and_hash_is_stable() -> None:
+    t1, t2 = new_token(), new_token()
+    assert t1 != t2 and len(t1) > 40
+    assert token_hash(t1) == token_hash(t1) != token_hash(t2)
+
+
+@given(json_values)
+def test_canonical_form_round_trips_and_ignores_key_order(value: object) -> None:
+    assert json.loads(canonical(value)) == value
+    if isinstance(value, dict):
+        reordered = dict(reversed(list(value.items())))
+        assert canonical(reordered) == canonical(value)
+
+
+@given(
+    st.text(
+        alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=255
+    )
+)
+def test_visible_ascii_keys_are_accepted(key: str) -> None:
+    assert check_key(key) == key
+
+
+@given(json_values, json_values)
+def test_fingerprint_differs_when_body_differs(a: object, b: object) -> None:
+    same = canonical(a) == canonical(b)
+    assert (fingerprint("r", "room", a) == fingerprint("r", "room", b)) == same
+    assert fingerprint("r", "room", a) != fingerprint("r", "other", a)
+    assert sha256_hex(a) == sha256_hex(json.loads(canonical(a)))
