@@ -145,18 +145,21 @@ class Idempotency:
     def _claim(
         self, tx: Tx, member_id: str, key: str, fp: str, create: Callable[[Tx], Created]
     ) -> Answer | KeyRecord:
-        rec = keys.get(tx, member_id, key)
-        if rec is not None:
+        now = int(time.time() * 1000)
+        if not keys.claim(tx, member_id, key, fp, now):
+            rec = keys.get(tx, member_id, key)
+            assert rec is not None, "a failed claim means a committed record exists"
             if rec.created_at >= self._cutoff():
                 return rec
             keys.delete(tx, member_id, key)  # expired: the key is new again (§3)
+            keys.claim(tx, member_id, key, fp, now)
         try:
             made = create(tx)
             state = STATE_CREATED
         except Rejected as exc:
             made = Created(422, msgspec.json.encode(exc.body()), None, None)
             state = STATE_REJECTED
-        keys.insert(
+        keys.finish(
             tx,
             KeyRecord(
                 member_id=member_id,
@@ -167,7 +170,7 @@ class Idempotency:
                 body=made.body,
                 room_id=made.room_id,
                 event_id=made.event_id,
-                created_at=int(time.time() * 1000),
+                created_at=now,
             ),
         )
         return Answer(made.status, made.body, CREATED)

@@ -34,20 +34,25 @@ def delete(db: Db, member_id: str, key: str) -> None:
     db.run("DELETE FROM idempotency_keys WHERE member_id = ? AND key = ?", (member_id, key))
 
 
-def insert(db: Db, rec: KeyRecord) -> None:
+def claim(db: Db, member_id: str, key: str, fingerprint: str, now: int) -> bool:
+    """Claim (member, key) on its unique index; False when a record exists. On PostgreSQL a
+    concurrent claim from another transaction waits here until that one commits or rolls
+    back (DESIGN.md §3, §8). The record is finished later in the same transaction."""
+    inserted = db.run(
+        "INSERT INTO idempotency_keys (member_id, key, fingerprint, state, status, body,"
+        " created_at) VALUES (?, ?, ?, 'claimed', 0, ?, ?)"
+        " ON CONFLICT (member_id, key) DO NOTHING",
+        (member_id, key, fingerprint, b"", now),
+    )
+    return inserted == 1
+
+
+def finish(db: Db, rec: KeyRecord) -> None:
+    """Store the outcome of a claimed key (same transaction as the claim)."""
     db.run(
-        f"INSERT INTO idempotency_keys ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            rec.member_id,
-            rec.key,
-            rec.fingerprint,
-            rec.state,
-            rec.status,
-            rec.body,
-            rec.room_id,
-            rec.event_id,
-            rec.created_at,
-        ),
+        "UPDATE idempotency_keys SET state = ?, status = ?, body = ?, room_id = ?, event_id = ?"
+        " WHERE member_id = ? AND key = ?",
+        (rec.state, rec.status, rec.body, rec.room_id, rec.event_id, rec.member_id, rec.key),
     )
 
 
