@@ -2,11 +2,13 @@
 renamed into the content-addressed store `<blobs>/<aa>/<sha256>` (DESIGN.md §3 Media).
 
 The blob is durable (fsync'd file and directory) before the row that names it commits.
+A disk that is full or read-only is `StorageUnavailable` (503), and no temp file is left.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
 from collections.abc import AsyncIterator
@@ -16,9 +18,42 @@ from pathlib import Path
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from agentpost.core.errors import Code, RequestError
+from agentpost.core.errors import Code, RequestError, StorageUnavailable
+
+log = logging.getLogger("agentpost.hub.blobs")
 
 _MAX_CAPTION = 65536
+
+
+def _unavailable(what: str, exc: OSError) -> StorageUnavailable:
+    log.error("%s: %s; the upload was dropped", what, exc)
+    return StorageUnavailable("cannot store the upload now; nothing was written")
+
+
+def _discard(out: object, tmp_path: Path) -> None:
+    """Close and remove a temp file, even when closing fails (its flush hits ENOSPC)."""
+    try:
+        out.close()  # type: ignore[attr-defined]
+    except OSError as exc:
+        log.warning("closing upload temp file %s failed: %s", tmp_path, exc)
+    _remove(tmp_path)
+
+
+def _remove(tmp_path: Path) -> None:
+    try:
+        tmp_path.unlink(missing_ok=True)
+    except OSError as exc:
+        log.error("cannot remove upload temp file %s: %s; it stays behind", tmp_path, exc)
+
+
+async def _drain(stream: AsyncIterator[bytes], limit: int) -> None:
+    """Read (and drop) the rest of a refused body, up to `limit` bytes, so the client
+    reads our answer instead of a reset connection."""
+    seen = 0
+    async for chunk in stream:
+        seen += len(chunk)
+        if seen > limit:
+            return
 
 
 def _feed(parser: MultipartParser, chunk: bytes | None) -> None:
@@ -55,16 +90,20 @@ class BlobStore:
     def commit(self, tmp_path: Path, sha256: str) -> None:
         """Move a finished temp file into place (idempotent: same content, same name)."""
         final = self.path_of(sha256)
-        final.parent.mkdir(exist_ok=True)
-        if final.exists():
-            tmp_path.unlink()
-            return
-        os.replace(tmp_path, final)
-        dir_fd = os.open(final.parent, os.O_RDONLY)
         try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+            final.parent.mkdir(exist_ok=True)
+            if final.exists():
+                tmp_path.unlink()
+                return
+            os.replace(tmp_path, final)
+            dir_fd = os.open(final.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as exc:
+            _remove(tmp_path)
+            raise _unavailable("cannot move an upload into the blob store", exc) from exc
 
     async def receive(
         self, content_type: str, stream: AsyncIterator[bytes], max_bytes: int
@@ -76,7 +115,11 @@ class BlobStore:
             raise RequestError(
                 Code.INVALID_REQUEST, "expected multipart/form-data with a `file` field"
             )
-        fd, name = tempfile.mkstemp(dir=self.tmp, prefix="up-")
+        try:
+            fd, name = tempfile.mkstemp(dir=self.tmp, prefix="up-")
+        except OSError as exc:
+            await _drain(stream, max_bytes + 65536)
+            raise _unavailable("cannot create an upload temp file", exc) from exc
         tmp_path = Path(name)
         sink = _Sink(os.fdopen(fd, "wb"), max_bytes)
         try:
@@ -91,11 +134,18 @@ class BlobStore:
             upload = sink.result()
             sink.out.flush()
             os.fsync(sink.out.fileno())
+        except OSError as exc:  # disk full, read-only, I/O error: the store, not the request
+            _discard(sink.out, tmp_path)
+            await _drain(stream, max_bytes + 65536)
+            raise _unavailable("cannot write an upload temp file", exc) from exc
         except BaseException:
-            sink.out.close()
-            tmp_path.unlink(missing_ok=True)
+            _discard(sink.out, tmp_path)
             raise
-        sink.out.close()
+        try:
+            sink.out.close()
+        except OSError as exc:
+            _discard(sink.out, tmp_path)
+            raise _unavailable("cannot write an upload temp file", exc) from exc
         return upload, tmp_path
 
 

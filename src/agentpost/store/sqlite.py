@@ -149,11 +149,18 @@ class SQLiteEngine:
             return
         for fn, _fut, _loop in batch:
             tx = SQLiteTx(conn)
-            conn.execute("SAVEPOINT job")
-            try:
+            try:  # SAVEPOINT and RELEASE inside: an error there must not kill the writer
+                conn.execute("SAVEPOINT job")
                 result = fn(tx)
+                conn.execute("RELEASE job")
             except BaseException as exc:  # each job fails alone; the batch goes on
                 self._undo_job(conn)
+                if not conn.in_transaction:
+                    # SQLite rolled back the whole batch itself (SQLITE_FULL, SQLITE_IOERR):
+                    # the jobs before this one are gone too, and none may be acknowledged.
+                    log.error("write failed, batch of %d rolled back: %s", len(batch), exc)
+                    self._settle(batch, [(False, StorageUnavailable(), [])] * len(batch))
+                    return
                 if isinstance(exc, sqlite3.Error):
                     log.error("write failed, job rolled back: %s", exc)
                     exc = StorageUnavailable()
@@ -161,17 +168,19 @@ class SQLiteEngine:
                     log.exception("write job raised; job rolled back")
                 outcomes.append((False, exc, []))
             else:
-                conn.execute("RELEASE job")
                 outcomes.append((True, result, tx.callbacks))
         self.crash.reach("before_commit")
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             log.error("commit failed, batch of %d rolled back: %s", len(batch), exc)
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                log.exception("rollback after failed commit also failed")
+            # On SQLITE_FULL / SQLITE_IOERR SQLite has already rolled back; only a
+            # transaction still open (e.g. SQLITE_BUSY) needs an explicit ROLLBACK.
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    log.exception("rollback after failed commit also failed")
             outcomes = [
                 (False, StorageUnavailable(), []) if ok else (ok, r, cbs) for ok, r, cbs in outcomes
             ]
@@ -183,6 +192,8 @@ class SQLiteEngine:
 
     @staticmethod
     def _undo_job(conn: sqlite3.Connection) -> None:
+        if not conn.in_transaction:
+            return  # SQLite already rolled back the whole batch
         try:
             conn.execute("ROLLBACK TO job")
             conn.execute("RELEASE job")
