@@ -121,6 +121,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             admin_hash=admin_hash,
         )
         hub.metrics.watch_in_flight(hub.idempotency.in_flight)
+        eng.on_notify(hub.notifier.notify)
         app.state.hub = hub
         sweeper = asyncio.create_task(_sweeper(hub))
         try:

@@ -15,7 +15,7 @@ from agentpost.core.errors import AuthError, Code, RequestError
 from agentpost.core.ids import new_id
 from agentpost.hub import routing
 from agentpost.hub.idempotency import Created
-from agentpost.hub.notify import Notifier, inbox_key, room_key
+from agentpost.hub.notify import inbox_key, room_key
 from agentpost.hub.schemas import Attachment, Event
 from agentpost.store import events, inbox, media, rooms
 from agentpost.store.engine import Db, Tx
@@ -44,7 +44,6 @@ def attachment_of(m: MediaRow) -> Attachment:
 
 def append_event(
     tx: Tx,
-    notifier: Notifier,
     room: Room,
     sender: Member,
     *,
@@ -76,19 +75,13 @@ def append_event(
     body = _encode(ev)
     events.insert(tx, room.id, seq, ev.id, body)
     inbox.add(tx, [m.id for m in woken], room.id, seq)
-    keys_to_wake = [room_key(room.id)] + [inbox_key(m.id) for m in woken]
-
-    def wake() -> None:
-        for k in keys_to_wake:
-            notifier.notify(k)
-
-    tx.after_commit(wake)
+    tx.notify(room_key(room.id))
+    for m in woken:
+        tx.notify(inbox_key(m.id))
     return ev, body
 
 
-def create_message(
-    tx: Tx, notifier: Notifier, room_id: str, sender: Member, normalized: dict[str, Any]
-) -> Created:
+def create_message(tx: Tx, room_id: str, sender: Member, normalized: dict[str, Any]) -> Created:
     room = sendable_room(tx, room_id, sender)
     ids: list[str] = normalized["attachments"]
     found = {m.id: m for m in media.by_ids(tx, room.id, ids)}
@@ -101,7 +94,6 @@ def create_message(
         )
     ev, body = append_event(
         tx,
-        notifier,
         room,
         sender,
         type_="message",
@@ -115,7 +107,7 @@ def create_message(
 
 
 def create_media_event(
-    tx: Tx, notifier: Notifier, room_id: str, sender: Member, row: MediaRow, caption: str
+    tx: Tx, room_id: str, sender: Member, row: MediaRow, caption: str
 ) -> Created:
     room = sendable_room(tx, room_id, sender)
     stored = MediaRow(
@@ -131,7 +123,6 @@ def create_media_event(
     media.insert(tx, stored)
     ev, body = append_event(
         tx,
-        notifier,
         room,
         sender,
         type_="media",

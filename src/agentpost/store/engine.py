@@ -32,9 +32,12 @@ class Db(Protocol):
 
 
 class Tx(Db, Protocol):
-    """A write transaction: a `Db` plus callbacks that run on the event loop after commit."""
+    """A write transaction: a `Db` plus wake-ups published when (and only if) it commits."""
 
-    def after_commit(self, callback: Callable[[], None]) -> None: ...
+    def notify(self, key: str) -> None:
+        """Wake whoever waits on `key` (a room's stream, a member's inbox) in every hub
+        process, once this transaction has committed."""
+        ...
 
 
 class Engine(Protocol):
@@ -45,6 +48,10 @@ class Engine(Protocol):
     async def read(self, fn: Callable[[Db], T]) -> T: ...
 
     async def write(self, fn: Callable[[Tx], T]) -> T: ...
+
+    def on_notify(self, callback: Callable[[str], None]) -> None:
+        """Set the function that receives committed wake-up keys on the event loop."""
+        ...
 
     async def close(self) -> None: ...
 

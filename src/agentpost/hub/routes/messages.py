@@ -89,7 +89,7 @@ async def post_message(request: Request) -> Response:
     fp = idempotency.fingerprint(MESSAGES_ROUTE, room_id, normalized) if key else None
 
     def create(tx: Tx) -> Created:
-        return posting.create_message(tx, hub.notifier, room_id, member, normalized)
+        return posting.create_message(tx, room_id, member, normalized)
 
     return await _post(hub, MESSAGES_ROUTE, member.id, key, fp, create)
 
@@ -128,7 +128,7 @@ async def post_media(request: Request) -> Response:
     )
 
     def create(tx: Tx) -> Created:
-        return posting.create_media_event(tx, hub.notifier, room_id, member, row, upload.caption)
+        return posting.create_media_event(tx, room_id, member, row, upload.caption)
 
     return await _post(hub, MEDIA_ROUTE, member.id, key, fp, create)
 

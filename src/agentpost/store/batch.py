@@ -1,0 +1,192 @@
+"""Group commit, shared by both engines (DESIGN.md §8).
+
+One writer thread per engine takes every queued write job, runs as many as are waiting in
+ONE transaction (each job inside its own savepoint, so a refused job is undone alone), then
+commits once and only then answers each job. Durability costs one commit per batch instead
+of one per request; no job is acknowledged before its commit returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from agentpost.core.errors import AgentpostError, StorageUnavailable
+from agentpost.store.engine import CrashPoints
+
+log = logging.getLogger("agentpost.store")
+
+MAX_BATCH = 512
+
+_Job = tuple[Callable[[Any], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
+_Outcome = tuple[bool, Any, list[str]]
+
+
+class BatchTx(Protocol):
+    wakeups: list[str]
+
+
+class Backend(Protocol):
+    """The engine-specific half: transactions and savepoints on one connection."""
+
+    def begin(self) -> None: ...
+
+    def new_tx(self) -> BatchTx: ...
+
+    def savepoint(self) -> None: ...
+
+    def release(self) -> None: ...
+
+    def rollback_to(self) -> None: ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+    def in_transaction(self) -> bool:
+        """False when the database itself rolled the whole batch back (SQLITE_FULL,
+        SQLITE_IOERR, a lost connection): then no job of the batch may be acknowledged."""
+        ...
+
+    def storage_error(self, exc: BaseException) -> bool:
+        """True when `exc` means the database cannot write now (→ 503, retry)."""
+        ...
+
+    def retry_job(self, exc: BaseException) -> bool:
+        """True when the job lost a lock race (deadlock) and should simply run again."""
+        ...
+
+
+class GroupCommitWriter:
+    def __init__(self, backend: Backend, name: str, crash: CrashPoints) -> None:
+        self.backend = backend
+        self.crash = crash
+        self.notify: Callable[[str], None] = lambda key: None
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+        self.batches = 0
+        self.jobs = 0
+
+    async def submit(self, fn: Callable[[Any], Any]) -> Any:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        self._queue.put((fn, fut, loop))
+        return await fut
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            batch = [job]
+            stop = False
+            while len(batch) < MAX_BATCH:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+            try:
+                self._run(batch)
+            except BaseException:  # the writer must never die silently
+                log.exception("write batch of %d failed unexpectedly", len(batch))
+                self._settle(batch, [(False, StorageUnavailable(), [])] * len(batch))
+            if stop:
+                return
+
+    def _run(self, batch: list[_Job]) -> None:
+        b = self.backend
+        try:
+            b.begin()
+        except Exception as exc:
+            log.error("cannot begin a write transaction: %s", exc)
+            self._settle(batch, [(False, StorageUnavailable(), [])] * len(batch))
+            return
+        outcomes = []
+        for fn, _fut, _loop in batch:
+            outcome = self._run_job(fn)
+            if not b.in_transaction():
+                log.error("the database rolled back the whole batch of %d", len(batch))
+                self._settle(batch, [(False, StorageUnavailable(), [])] * len(batch))
+                return
+            outcomes.append(outcome)
+        self.crash.reach("before_commit")
+        try:
+            b.commit()
+        except Exception as exc:
+            log.error("commit failed, batch of %d rolled back: %s", len(batch), exc)
+            if b.in_transaction():  # SQLITE_FULL/IOERR already rolled back by SQLite
+                try:
+                    b.rollback()
+                except Exception:
+                    log.exception("rollback after a failed commit also failed")
+            outcomes = [
+                (False, StorageUnavailable(), []) if ok else (ok, v, w) for ok, v, w in outcomes
+            ]
+        else:
+            self.crash.reach("after_commit")
+        self.batches += 1
+        self.jobs += len(batch)
+        self._settle(batch, outcomes)
+
+    def _run_job(self, fn: Callable[[Any], Any], attempts: int = 3) -> _Outcome:
+        b = self.backend
+        for attempt in range(attempts):
+            tx = b.new_tx()
+            try:  # SAVEPOINT and RELEASE inside: an error there must not kill the writer
+                b.savepoint()
+                result = fn(tx)
+                b.release()
+            except BaseException as exc:  # each job fails alone; the batch goes on
+                if not b.in_transaction():
+                    return (False, StorageUnavailable(), [])
+                try:
+                    b.rollback_to()
+                except Exception:
+                    log.exception("rollback to savepoint failed")
+                    return (False, StorageUnavailable(), [])
+                if b.retry_job(exc) and attempt + 1 < attempts:
+                    log.info("write job lost a lock race (%s); running it again", exc)
+                    continue
+                if b.storage_error(exc):
+                    log.error("write failed, job rolled back: %s", exc)
+                    return (False, StorageUnavailable(), [])
+                if not isinstance(exc, AgentpostError):
+                    log.exception("write job raised; job rolled back")
+                return (False, exc, [])
+            return (True, result, tx.wakeups)
+        return (False, StorageUnavailable(), [])
+
+    def _settle(self, batch: list[_Job], outcomes: list[_Outcome]) -> None:
+        # One wake-up per event loop per batch, not one per job.
+        per_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], _Outcome]]] = {}
+        for (_fn, fut, loop), outcome in zip(batch, outcomes, strict=True):
+            per_loop.setdefault(loop, []).append((fut, outcome))
+        for loop, items in per_loop.items():
+            try:
+                loop.call_soon_threadsafe(self._resolve, items)
+            except RuntimeError:
+                log.warning("event loop closed before %d write results were delivered", len(items))
+
+    def _resolve(self, items: list[tuple[asyncio.Future[Any], _Outcome]]) -> None:
+        for fut, (ok, value, wakeups) in items:
+            for key in wakeups:
+                self.notify(key)
+            if fut.cancelled():
+                continue
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
