@@ -77,11 +77,16 @@ def start_hub(
     admin_token: str,
     db_url: str | None = None,
     timeout: float = 30.0,
+    launcher: list[str] | None = None,
 ) -> Served:
-    """`agentpost serve --port 0 --log-level warning`, pinned; waits for its listening line."""
+    """`agentpost serve --port 0 --log-level warning`, pinned; waits for its listening line.
+
+    `launcher` replaces `-m agentpost` (a script taking the same CLI), for what-if runs.
+    """
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir / "hub.log"
-    cmd = [sys.executable, "-m", "agentpost", "serve", "--port", "0", "--data", str(data_dir)]
+    cmd = [sys.executable, *(launcher or ["-m", "agentpost"]), "serve"]
+    cmd += ["--port", "0", "--data", str(data_dir)]
     cmd += ["--log-level", "warning"]
     if db_url:
         cmd += ["--db", db_url]
@@ -219,8 +224,18 @@ class WrkRun:
                     break
             else:
                 err_lines.append(line)
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=60)
+        # The kernel may deliver SIGINT to a worker thread: the workers stop, but the main
+        # thread sleeps on through -d. Once the workers have exited, a repeat reaches it.
+        for _ in range(30):
+            proc.send_signal(signal.SIGINT)
+            try:
+                stdout, stderr = proc.communicate(timeout=2)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        else:
+            proc.kill()
+            stdout, stderr = proc.communicate()
         return _wrk_result(stdout, "".join(err_lines) + stderr, proc.returncode)
 
 

@@ -53,7 +53,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--profile",
         type=Path,
         default=None,
-        help="py-spy record the hub during keyed_1room into DIR/keyed_1room.txt",
+        help="py-spy record the hub during keyed_1room and replay into DIR/<phase>.txt",
+    )
+    p.add_argument(
+        "--launcher",
+        type=Path,
+        default=None,
+        help="a script taking agentpost's CLI instead of `-m agentpost` (what-if runs)",
     )
     p.add_argument("--skip-echo", action="store_true", help="no echo phase (no ratios)")
     args = p.parse_args(argv)
@@ -82,13 +88,13 @@ def phase_report(res: dict[str, Any], ceiling: float | None) -> dict[str, Any]:
     return out
 
 
-def py_spy(pid: int, out_dir: Path, seconds: float) -> subprocess.Popen[bytes]:
+def py_spy(pid: int, out_dir: Path, phase: str, seconds: float) -> subprocess.Popen[bytes]:
     """Sample the hub (every thread, GIL idle or not) while it is under load, as collapsed
     stacks (`--format raw`) that `profile_top.py` ranks; py-spy shares wrk's core."""
     out_dir.mkdir(parents=True, exist_ok=True)
     spy = str(Path(sys.executable).with_name("py-spy"))
     cmd = [spy, "record", "--pid", str(pid), "--rate", "200", "--duration", str(int(seconds))]
-    cmd += ["--format", "raw", "--output", str(out_dir / "keyed_1room.txt"), "--idle"]
+    cmd += ["--format", "raw", "--output", str(out_dir / f"{phase}.txt"), "--idle"]
     return subprocess.Popen(
         benchlib.pinned("1", cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -127,7 +133,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     # 2.-4. the hub
     admin = benchlib.new_secret()
-    hub = benchlib.start_hub(data_dir, server_cpu, admin, args.db)
+    launcher = [str(args.launcher)] if args.launcher else None
+    hub = benchlib.start_hub(data_dir, server_cpu, admin, args.db, launcher=launcher)
     try:
         many = [f"r{i:03d}" for i in range(args.rooms)]
         setup = benchlib.setup_rooms(hub.url, admin, ["one", "replay", *many])
@@ -136,7 +143,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         tok = setup.token
 
         warm = wrk(hub.url, "unique", tok, [one], "warm", duration=args.warmup)
-        spy = py_spy(hub.pid, args.profile, args.duration) if args.profile else None
+        spy = py_spy(hub.pid, args.profile, "keyed_1room", args.duration) if args.profile else None
         k1 = wrk(hub.url, "unique", tok, [one], "k1")
         if spy is not None:
             spy.wait(60)
@@ -144,7 +151,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         seed_started = time.monotonic()
         seed = wrk(hub.url, "seed", tok, [replay_room], "rp", nkeys=args.replay_keys, duration=3600)
         seed_s = time.monotonic() - seed_started
+        spy = py_spy(hub.pid, args.profile, "replay", args.duration) if args.profile else None
         rp = wrk(hub.url, "replay", tok, [replay_room], "rp", nkeys=args.replay_keys)
+        if spy is not None:
+            spy.wait(60)
 
         phases["keyed_1room"] = phase_report(k1, ceiling)
         phases["keyed_100rooms"] = phase_report(k100, ceiling)
@@ -152,7 +162,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         phases["replay"]["seeded_keys"] = seed["created"]
         phases["replay"]["seed_seconds"] = round(seed_s, 1)
         if args.profile:
-            phases["keyed_1room"]["note"] = "measured under py-spy sampling"
+            for name in ("keyed_1room", "replay"):
+                phases[name]["note"] = "measured under py-spy sampling"
 
         for name, res in (("warmup", warm), ("keyed_1room", k1), ("keyed_100rooms", k100)):
             if res["non_2xx"] or any(res["socket_errors"].values()):
@@ -222,6 +233,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "processes": args.processes,
             "rooms": args.rooms,
             "replay_keys": args.replay_keys,
+            "launcher": str(args.launcher) if args.launcher else "python -m agentpost",
         },
         "echo_ceiling_rps": ceiling,
         "phases": phases,
