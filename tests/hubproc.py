@@ -21,6 +21,7 @@ class HubProcess:
     data_dir: Path
     env: dict[str, str] = field(default_factory=dict)
     extra_args: list[str] = field(default_factory=list)
+    db_url: str | None = None
     proc: subprocess.Popen[str] | None = None
     url: str = ""
     log_path: Path | None = None
@@ -40,6 +41,8 @@ class HubProcess:
             str(self.data_dir),
             *self.extra_args,
         ]
+        if self.db_url:
+            cmd += ["--db", self.db_url]
         with open(self.log_path, "w") as log:  # the child keeps its own copy of the fd
             self.proc = subprocess.Popen(
                 cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env

@@ -70,18 +70,15 @@ def test_keyed_upload_replays_and_conflicts_on_other_content(setup: Setup) -> No
         assert len(evs) == 1
 
 
-def test_oversize_upload_is_413_and_keeps_the_key(tmp_path) -> None:  # noqa: ANN001
-    hub = HubProcess(tmp_path / "hub", extra_args=["--max-upload-bytes", "1000"]).start()
-    try:
-        s = make_setup(hub, ["alice"], [])
-        with hub.client(s.tokens["alice"]) as c:
-            r = upload(c, s.room, b"x" * 5000, key="big")
-            assert (r.status_code, r.json()["error"]["code"]) == (413, "payload_too_large")
-            assert list((hub.data_dir / "blobs" / "tmp").iterdir()) == []
-            ok = upload(c, s.room, b"x" * 1000, key="big")
-            assert ok.headers["idempotency-status"] == "created"
-    finally:
-        hub.stop()
+def test_oversize_upload_is_413_and_keeps_the_key(make_hub) -> None:  # noqa: ANN001
+    hub = make_hub(extra_args=["--max-upload-bytes", "1000"])
+    s = make_setup(hub, ["alice"], [])
+    with hub.client(s.tokens["alice"]) as c:
+        r = upload(c, s.room, b"x" * 5000, key="big")
+        assert (r.status_code, r.json()["error"]["code"]) == (413, "payload_too_large")
+        assert list((hub.data_dir / "blobs" / "tmp").iterdir()) == []
+        ok = upload(c, s.room, b"x" * 1000, key="big")
+        assert ok.headers["idempotency-status"] == "created"
 
 
 def test_media_downloads_only_for_participants(hub: HubProcess) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import httpx
 
@@ -184,12 +186,33 @@ def test_seq_is_gap_free_under_concurrent_posts(setup: Setup) -> None:
     assert seqs == list(range(1, 201))
 
 
+@contextmanager
+def writes_blocked(setup: Setup) -> Iterator[None]:
+    """Hold the lock the hub's next post needs: the SQLite write lock, or on PostgreSQL
+    the room's row (its `seq`), from another connection."""
+    if setup.hub.db_url is None:
+        db = sqlite3.connect(setup.hub.data_dir / "hub.sqlite3", isolation_level=None, timeout=30)
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            db.execute("ROLLBACK")
+            db.close()
+        return
+    import psycopg
+
+    with psycopg.connect(setup.hub.db_url) as pg:
+        pg.execute("SELECT 1 FROM rooms WHERE id = %s FOR UPDATE", (setup.room,))
+        try:
+            yield
+        finally:
+            pg.rollback()
+
+
 def test_in_flight_key_waits_then_answers_running(setup: Setup) -> None:
-    """While the first request holds its key (the writer is blocked by another SQLite
-    writer here), a second one waits the bounded time and gets 409 `running`."""
-    db = sqlite3.connect(setup.hub.data_dir / "hub.sqlite3", isolation_level=None, timeout=30)
-    db.execute("BEGIN IMMEDIATE")
-    try:
+    """While the first request holds its key (its write is blocked by another connection
+    here), a second one waits the bounded time and gets 409 `running`."""
+    with writes_blocked(setup):
         results: dict[str, httpx.Response] = {}
 
         def first() -> None:
@@ -209,9 +232,6 @@ def test_in_flight_key_waits_then_answers_running(setup: Setup) -> None:
             "message": second.json()["error"]["message"],
         }
         assert second.headers["retry-after"]
-    finally:
-        db.execute("ROLLBACK")
-        db.close()
     t.join(30)
     assert results["first"].headers["idempotency-status"] == "created"
     with setup.hub.client(setup.tokens["alice"]) as c:
@@ -233,22 +253,15 @@ def _gauge(text: str, name: str) -> float:
     return 0.0
 
 
-def test_expired_key_is_new_again_and_is_swept(tmp_path) -> None:  # noqa: ANN001
-    hub = HubProcess(
-        tmp_path / "hub",
-        env={"AGENTPOST_SWEEP_INTERVAL": "0.2"},
-        extra_args=["--key-ttl-seconds", "1"],
-    ).start()
-    try:
-        s = make_setup(hub, ["alice"], [])
-        with hub.client(s.tokens["alice"]) as c:
-            assert post(c, s.room, {"text": "x"}, "k").headers["idempotency-status"] == "created"
-            poll(lambda: _swept(hub) >= 1, timeout=10)
-            again = post(c, s.room, {"text": "x"}, "k")
-            assert again.headers["idempotency-status"] == "created"
-            assert len(events(c, s.room)) == 2
-    finally:
-        hub.stop()
+def test_expired_key_is_new_again_and_is_swept(make_hub) -> None:  # noqa: ANN001
+    hub = make_hub(env={"AGENTPOST_SWEEP_INTERVAL": "0.2"}, extra_args=["--key-ttl-seconds", "1"])
+    s = make_setup(hub, ["alice"], [])
+    with hub.client(s.tokens["alice"]) as c:
+        assert post(c, s.room, {"text": "x"}, "k").headers["idempotency-status"] == "created"
+        poll(lambda: _swept(hub) >= 1, timeout=10)
+        again = post(c, s.room, {"text": "x"}, "k")
+        assert again.headers["idempotency-status"] == "created"
+        assert len(events(c, s.room)) == 2
 
 
 def _swept(hub: HubProcess) -> float:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
+ALL = "*"
+
 
 class Notifier:
     def __init__(self) -> None:
@@ -21,6 +23,13 @@ class Notifier:
         return ev
 
     def notify(self, key: str) -> None:
+        """Wake the waiters on `key`; `*` wakes every waiter (after a lost connection to
+        the other processes' wake-ups, everyone re-reads)."""
+        if key == ALL:
+            events, self._events = self._events, {}
+            for ev in events.values():
+                ev.set()
+            return
         ev = self._events.pop(key, None)
         if ev is not None:
             ev.set()

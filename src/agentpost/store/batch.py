@@ -26,6 +26,10 @@ _Job = tuple[Callable[[Any], Any], "asyncio.Future[Any]", asyncio.AbstractEventL
 _Outcome = tuple[bool, Any, list[str]]
 
 
+class _LockRace(Exception):
+    """The batch must be rolled back and run again (a deadlock with another writer)."""
+
+
 class BatchTx(Protocol):
     wakeups: list[str]
 
@@ -106,7 +110,29 @@ class GroupCommitWriter:
             if stop:
                 return
 
-    def _run(self, batch: list[_Job]) -> None:
+    def _run(self, batch: list[_Job], attempts: int = 5) -> None:
+        for attempt in range(attempts):
+            try:
+                self._run_once(batch)
+                return
+            except _LockRace as race:
+                # A deadlock with another process's batch: our whole transaction goes, so
+                # theirs can finish, and every job of ours runs again from the start.
+                log.info(
+                    "batch of %d lost a lock race (%s); attempt %d", len(batch), race, attempt + 1
+                )
+                self._rollback_quietly()
+        log.error("batch of %d kept losing lock races; answering 503", len(batch))
+        self._settle(batch, [(False, StorageUnavailable(), [])] * len(batch))
+
+    def _rollback_quietly(self) -> None:
+        if self.backend.in_transaction():
+            try:
+                self.backend.rollback()
+            except Exception:
+                log.exception("rollback failed")
+
+    def _run_once(self, batch: list[_Job]) -> None:
         b = self.backend
         try:
             b.begin()
@@ -141,33 +167,30 @@ class GroupCommitWriter:
         self.jobs += len(batch)
         self._settle(batch, outcomes)
 
-    def _run_job(self, fn: Callable[[Any], Any], attempts: int = 3) -> _Outcome:
+    def _run_job(self, fn: Callable[[Any], Any]) -> _Outcome:
         b = self.backend
-        for attempt in range(attempts):
-            tx = b.new_tx()
-            try:  # SAVEPOINT and RELEASE inside: an error there must not kill the writer
-                b.savepoint()
-                result = fn(tx)
-                b.release()
-            except BaseException as exc:  # each job fails alone; the batch goes on
-                if not b.in_transaction():
-                    return (False, StorageUnavailable(), [])
-                try:
-                    b.rollback_to()
-                except Exception:
-                    log.exception("rollback to savepoint failed")
-                    return (False, StorageUnavailable(), [])
-                if b.retry_job(exc) and attempt + 1 < attempts:
-                    log.info("write job lost a lock race (%s); running it again", exc)
-                    continue
-                if b.storage_error(exc):
-                    log.error("write failed, job rolled back: %s", exc)
-                    return (False, StorageUnavailable(), [])
-                if not isinstance(exc, AgentpostError):
-                    log.exception("write job raised; job rolled back")
-                return (False, exc, [])
-            return (True, result, tx.wakeups)
-        return (False, StorageUnavailable(), [])
+        tx = b.new_tx()
+        try:  # SAVEPOINT and RELEASE inside: an error there must not kill the writer
+            b.savepoint()
+            result = fn(tx)
+            b.release()
+        except BaseException as exc:  # each job fails alone; the batch goes on
+            if b.retry_job(exc):
+                raise _LockRace(str(exc)) from exc
+            if not b.in_transaction():
+                return (False, StorageUnavailable(), [])
+            try:
+                b.rollback_to()
+            except Exception:
+                log.exception("rollback to savepoint failed")
+                return (False, StorageUnavailable(), [])
+            if b.storage_error(exc):
+                log.error("write failed, job rolled back: %s", exc)
+                return (False, StorageUnavailable(), [])
+            if not isinstance(exc, AgentpostError):
+                log.exception("write job raised; job rolled back")
+            return (False, exc, [])
+        return (True, result, tx.wakeups)
 
     def _settle(self, batch: list[_Job], outcomes: list[_Outcome]) -> None:
         # One wake-up per event loop per batch, not one per job.

@@ -6,8 +6,19 @@ from agentpost.store.engine import Db
 
 
 def add(db: Db, member_ids: list[str], room_id: str, seq: int) -> None:
-    for mid in member_ids:
-        db.run("INSERT INTO inbox (member_id, room_id, seq) VALUES (?, ?, ?)", (mid, room_id, seq))
+    """One inbox row per member, each with the member's next cursor. Members are locked in
+    id order, so two transactions waking the same members cannot deadlock each other."""
+    for mid in sorted(member_ids):
+        row = db.one(
+            "UPDATE members SET inbox_last = inbox_last + 1 WHERE id = ? RETURNING inbox_last",
+            (mid,),
+        )
+        if row is None:
+            continue  # hard-removed in the meantime: no one to wake
+        db.run(
+            "INSERT INTO inbox (member_id, cursor, room_id, seq) VALUES (?, ?, ?, ?)",
+            (mid, int(row[0]), room_id, seq),
+        )
 
 
 def page(db: Db, member_id: str, after: int, limit: int) -> list[tuple[int, bytes]]:
@@ -21,5 +32,5 @@ def page(db: Db, member_id: str, after: int, limit: int) -> list[tuple[int, byte
 
 
 def last_cursor(db: Db, member_id: str) -> int:
-    row = db.one("SELECT MAX(cursor) FROM inbox WHERE member_id = ?", (member_id,))
-    return int(row[0]) if row and row[0] is not None else 0
+    row = db.one("SELECT inbox_last FROM members WHERE id = ?", (member_id,))
+    return int(row[0]) if row else 0

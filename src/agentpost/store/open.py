@@ -10,11 +10,22 @@ from agentpost.store.sqlite import SQLiteEngine
 
 
 def open_engine(db_url: str | None, data_dir: Path) -> Engine:
-    """`None` → `<data>/hub.sqlite3`; `sqlite:///PATH` → that file."""
+    """`None` → `<data>/hub.sqlite3`; `sqlite:///PATH` → that file; `postgresql://…` →
+    PostgreSQL (any number of hub processes may share it)."""
     if db_url is None:
         return SQLiteEngine(data_dir / "hub.sqlite3")
     if db_url.startswith("sqlite:///"):
         return SQLiteEngine(Path(db_url.removeprefix("sqlite://")))
+    if db_url.startswith(("postgresql://", "postgres://")):
+        try:
+            from agentpost.store.postgres import PostgresEngine
+        except ImportError as exc:
+            raise RequestError(
+                Code.INVALID_REQUEST,
+                "PostgreSQL needs the extra: pip install 'agentpost[postgres]'",
+            ) from exc
+        return PostgresEngine(db_url)
     raise RequestError(
-        Code.INVALID_REQUEST, f"unsupported database URL {db_url!r} (expected sqlite:///PATH)"
+        Code.INVALID_REQUEST,
+        f"unsupported database URL {db_url!r} (expected sqlite:///PATH or postgresql://…)",
     )

@@ -12,6 +12,7 @@ CREATE TABLE members (
   status TEXT NOT NULL,
   owner TEXT,
   inbox_cursor INTEGER NOT NULL DEFAULT 0,
+  inbox_last INTEGER NOT NULL DEFAULT 0,
   created_at INTEGER NOT NULL,
   UNIQUE (workspace_id, name)
 );
@@ -49,13 +50,15 @@ CREATE TABLE events (
   body BLOB NOT NULL,
   PRIMARY KEY (room_id, seq)
 );
+-- A member's inbox cursor is taken from members.inbox_last under that row's lock, so
+-- cursors commit in order per member even with many hub processes (DESIGN.md §2, §8).
 CREATE TABLE inbox (
-  cursor INTEGER PRIMARY KEY AUTOINCREMENT,
   member_id TEXT NOT NULL,
+  cursor INTEGER NOT NULL,
   room_id TEXT NOT NULL,
-  seq INTEGER NOT NULL
+  seq INTEGER NOT NULL,
+  PRIMARY KEY (member_id, cursor)
 );
-CREATE INDEX inbox_member ON inbox (member_id, cursor);
 CREATE TABLE idempotency_keys (
   member_id TEXT NOT NULL,
   key TEXT NOT NULL,

@@ -1,0 +1,232 @@
+"""The PostgreSQL engine: many hub processes, one truth (DESIGN.md §8).
+
+Writes use the same group commit as SQLite (store/batch.py) on one connection per process;
+row locks do the cross-process work: the key claim waits on its unique index, a room's
+`seq` and a member's inbox cursor are taken under that row's lock. Committed wake-ups go
+out with `pg_notify` inside the transaction (delivered only on commit) and a listener
+thread passes every process's notifications to its streams. Reads use a small pool in
+worker threads. psycopg 3's sync API serves both, so the domain SQL runs unchanged on
+either engine (one code path, no async twin).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.pq import TransactionStatus
+from psycopg_pool import ConnectionPool
+
+from agentpost.core.errors import StorageUnavailable
+from agentpost.store import migrate
+from agentpost.store.batch import GroupCommitWriter
+from agentpost.store.engine import CrashPoints, Params, Row
+
+T = TypeVar("T")
+log = logging.getLogger("agentpost.store.postgres")
+
+CHANNEL = "agentpost"
+MIGRATION_LOCK = 0x61676E74  # pg_advisory_lock key: one migrating process at a time
+_sql_cache: dict[str, str] = {}
+
+
+def _sql(sql: str) -> str:
+    """Domain SQL uses `?`; psycopg wants `%s` (no literal `%` or `?` appear in our SQL)."""
+    out = _sql_cache.get(sql)
+    if out is None:
+        out = _sql_cache[sql] = sql.replace("?", "%s")
+    return out
+
+
+class PgDb:
+    dialect = "postgres"
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def one(self, sql: str, params: Params = ()) -> Row | None:
+        row: Row | None = self.conn.execute(_sql(sql), tuple(params)).fetchone()
+        return row
+
+    def all(self, sql: str, params: Params = ()) -> list[Row]:
+        return self.conn.execute(_sql(sql), tuple(params)).fetchall()
+
+    def run(self, sql: str, params: Params = ()) -> int:
+        return self.conn.execute(_sql(sql), tuple(params)).rowcount
+
+
+class PgTx(PgDb):
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        super().__init__(conn)
+        self.wakeups: list[str] = []
+
+    def notify(self, key: str) -> None:
+        # Other processes hear it from PostgreSQL, on commit only; this one at once.
+        self.conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, key))
+        self.wakeups.append(key)
+
+
+def _storage_error(exc: BaseException) -> bool:
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+class _Backend:
+    """Transactions on this process's writer connection, reconnecting when it was lost."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.conn: psycopg.Connection[Any] | None = None
+
+    def _live(self) -> psycopg.Connection[Any]:
+        if self.conn is None or self.conn.closed or self.conn.broken:
+            if self.conn is not None:
+                self.conn.close()
+            self.conn = psycopg.connect(self.dsn, autocommit=True)
+        return self.conn
+
+    def begin(self) -> None:
+        self._live().execute("BEGIN")
+
+    def new_tx(self) -> PgTx:
+        assert self.conn is not None
+        return PgTx(self.conn)
+
+    def _exec(self, sql: str) -> None:
+        assert self.conn is not None
+        self.conn.execute(sql)
+
+    def savepoint(self) -> None:
+        self._exec("SAVEPOINT job")
+
+    def release(self) -> None:
+        self._exec("RELEASE SAVEPOINT job")
+
+    def rollback_to(self) -> None:
+        self._exec("ROLLBACK TO SAVEPOINT job")
+        self._exec("RELEASE SAVEPOINT job")
+
+    def commit(self) -> None:
+        self._exec("COMMIT")
+
+    def rollback(self) -> None:
+        self._exec("ROLLBACK")
+
+    def in_transaction(self) -> bool:
+        if self.conn is None or self.conn.closed or self.conn.broken:
+            return False
+        status = self.conn.info.transaction_status
+        return status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)
+
+    def storage_error(self, exc: BaseException) -> bool:
+        return _storage_error(exc)
+
+    def retry_job(self, exc: BaseException) -> bool:
+        return isinstance(exc, pg_errors.DeadlockDetected | pg_errors.SerializationFailure)
+
+
+class PostgresEngine:
+    dialect = "postgres"
+
+    def __init__(
+        self, dsn: str, crash_points: CrashPoints | None = None, read_connections: int = 8
+    ) -> None:
+        self.dsn = dsn
+        try:
+            self._migrate()
+            self._pool = ConnectionPool(
+                dsn,
+                min_size=1,
+                max_size=read_connections,
+                kwargs={"autocommit": True},
+                open=True,
+                timeout=10.0,
+            )
+        except psycopg.OperationalError as exc:
+            raise StorageUnavailable(f"cannot reach PostgreSQL: {exc}") from exc
+        self._readers = ThreadPoolExecutor(read_connections, thread_name_prefix="pg-read")
+        self._writer = GroupCommitWriter(_Backend(dsn), "pg-writer", crash_points or CrashPoints())
+        self._callback: Callable[[str], None] = lambda key: None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop = threading.Event()
+        self._listener: threading.Thread | None = None
+
+    def _migrate(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+            try:
+                for version, sql in migrate.pending(PgDb(conn)):
+                    with conn.transaction():
+                        for stmt in migrate.statements(sql):
+                            conn.execute(stmt)
+                        conn.execute("INSERT INTO schema_version VALUES (%s)", (version,))
+                    log.info("applied migration %d", version)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+    # -- wake-ups across processes -----------------------------------------------------
+
+    def on_notify(self, callback: Callable[[str], None]) -> None:
+        self._callback = callback
+        self._loop = asyncio.get_running_loop()
+        self._writer.notify = callback
+        self._listener = threading.Thread(target=self._listen, name="pg-listen", daemon=True)
+        self._listener.start()
+
+    def _deliver(self, key: str) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._callback, key)
+            except RuntimeError:
+                pass  # the loop closed between the check and the call: nobody waits
+
+    def _listen(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.dsn, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    # Anything committed while we were not listening: wake every waiter;
+                    # they re-read the tables, so no event is missed (DESIGN.md §8).
+                    self._deliver("*")
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            self._deliver(note.payload)
+            except psycopg.Error as exc:
+                if self._stop.is_set():
+                    return
+                log.warning("LISTEN connection lost (%s); reconnecting", exc)
+                self._stop.wait(0.5)
+
+    # -- the Engine interface ----------------------------------------------------------
+
+    async def read(self, fn: Callable[[PgDb], T]) -> T:
+        def run() -> T:
+            with self._pool.connection() as conn:
+                return fn(PgDb(conn))
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._readers, run)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # PoolTimeout too
+            log.error("read failed: %s", exc)
+            raise StorageUnavailable() from exc
+
+    async def write(self, fn: Callable[[PgTx], T]) -> T:
+        result: T = await self._writer.submit(fn)
+        return result
+
+    async def close(self) -> None:
+        self._stop.set()
+        await asyncio.to_thread(self._writer.stop)
+        if self._listener is not None:
+            await asyncio.to_thread(self._listener.join, 5)
+        self._readers.shutdown(wait=False)
+        self._pool.close()
+        backend = self._writer.backend
+        if isinstance(backend, _Backend) and backend.conn is not None:
+            backend.conn.close()
