@@ -24,6 +24,13 @@ from agentpost.hub.config import HubConfig, default_data_dir
 @click.option(
     "--db", "db_url", default=None, help="Database URL (default: SQLite in the data dir)."
 )
+@click.option(
+    "--blobs",
+    "blobs_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Media dir (default DATA/blobs); hub processes sharing a database share this too.",
+)
 @click.option("--max-upload-bytes", type=int, default=25 * 1024 * 1024, show_default=True)
 @click.option(
     "--key-ttl-seconds",
@@ -43,6 +50,7 @@ def serve(
     port: int,
     data_dir: Path | None,
     db_url: str | None,
+    blobs_dir: Path | None,
     max_upload_bytes: int,
     key_ttl_seconds: int,
     log_level: str,
@@ -57,5 +65,6 @@ def serve(
         port=port,
         max_upload_bytes=max_upload_bytes,
         key_ttl_seconds=key_ttl_seconds,
+        blobs_dir=blobs_dir,
     )
     run(config, log_level)

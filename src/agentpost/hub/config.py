@@ -29,6 +29,10 @@ class HubConfig:
         default_factory=lambda: float(os.environ.get("AGENTPOST_SSE_KEEPALIVE", "15"))
     )
 
+    blobs_dir: Path | None = None
+
     @property
     def blob_dir(self) -> Path:
-        return self.data_dir / "blobs"
+        """Media bytes: `--blobs DIR` (shared by every hub process of a PostgreSQL
+        deployment), else `<data>/blobs`."""
+        return self.blobs_dir if self.blobs_dir is not None else self.data_dir / "blobs"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentpost.core.errors import Code, RequestError
-from agentpost.store.engine import Engine
+from agentpost.store import migrate
+from agentpost.store.engine import Db, Engine
 from agentpost.store.sqlite import SQLiteEngine
 
 
@@ -29,3 +30,8 @@ def open_engine(db_url: str | None, data_dir: Path) -> Engine:
         Code.INVALID_REQUEST,
         f"unsupported database URL {db_url!r} (expected sqlite:///PATH or postgresql://…)",
     )
+
+
+def schema_version(db: Db) -> int:
+    """The applied schema version (for `agentpost db migrate`)."""
+    return migrate.current_version(db)
