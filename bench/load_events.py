@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -36,6 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--server-cpu", default="0", help="taskset -c for the hub ('' = none)")
     p.add_argument("--wrk-cpu", default="1", help="taskset -c for wrk ('' = none)")
     p.add_argument("--data", type=Path, default=None, help="hub data dir (default: temp)")
+    p.add_argument("--keep", action="store_true", help="keep the temp data dir")
     p.add_argument("--launcher", type=Path, default=None, help="as in post_path.py")
     p.add_argument("--pages", type=int, default=10, help="pages of 1000 read from the end")
     p.add_argument("--sse-events", type=int, default=20000, help="events read per SSE stream")
@@ -124,12 +126,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             }
             reads["sse_from_end"] = read_sse(c, room, max(n - args.sse_events, 0), args.sse_events)
             reads["sse_from_start"] = read_sse(c, room, 0, min(args.sse_events, n))
+            # The stream above hung up far behind the end of the room: is the hub still
+            # answering at once, or is it busy writing the rest of the room to no one?
+            t0 = time.monotonic()
+            c.get("/healthz").raise_for_status()
+            reads["healthz_ms_after_sse_hangup"] = round(1000 * (time.monotonic() - t0), 1)
         peak_kb = benchlib.proc_status_kb(hub.pid, "VmHWM")
         final_kb = benchlib.proc_status_kb(hub.pid, "VmRSS")
     finally:
         hub.stop()
 
     db_files = sorted(data_dir.glob("hub.sqlite3*"))
+    log_bytes = hub.log_path.stat().st_size
+    db_mb = {p.name: round(p.stat().st_size / 2**20, 1) for p in db_files}
+    if not args.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
     step = max(len(load_rss.samples) // 20, 1)
     return {
         "bench": "load_events",
@@ -159,7 +170,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "samples_s_mb": [(t, mb(kb)) for t, kb in load_rss.samples[::step]],
         },
         "reads": reads,
-        "db_mb": {p.name: round(p.stat().st_size / 2**20, 1) for p in db_files},
+        "db_mb": db_mb,
+        "hub_log_bytes": log_bytes,
         "errors": errors,
         "machine": benchlib.machine_info(),
     }

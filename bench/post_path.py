@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -61,6 +62,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="a script taking agentpost's CLI instead of `-m agentpost` (what-if runs)",
     )
+    p.add_argument("--keep", action="store_true", help="keep the temp data dir")
     p.add_argument("--skip-echo", action="store_true", help="no echo phase (no ratios)")
     args = p.parse_args(argv)
     if args.processes != 1:
@@ -208,6 +210,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         peak_kb = benchlib.proc_status_kb(hub.pid, "VmHWM")
     finally:
         hub.stop()
+        if not args.keep and args.data is None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     verdict = {}
     if ceiling:

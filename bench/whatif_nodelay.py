@@ -4,7 +4,8 @@
 asyncio only sets TCP_NODELAY on sockets whose proto is IPPROTO_TCP; uvicorn then writes
 a response's head and body in two sends, and Nagle + delayed ACK hold the body ~40 ms.
 This script binds with IPPROTO_TCP (the proposed one-line fix) and, with
-`AGENTPOST_BENCH_UVLOOP=1`, runs on uvloop, so the gain can be measured before src changes:
+`AGENTPOST_BENCH_UVLOOP=1`, runs on uvloop (and with `AGENTPOST_BENCH_SWITCH_INTERVAL=S`
+sets `sys.setswitchinterval(S)`), so each gain can be measured before src changes:
 
     /work/venv/bin/python bench/post_path.py --launcher bench/whatif_nodelay.py
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
 
 import agentpost.cli.serve  # noqa: F401  (registers the `serve` command)
 import agentpost.hub.serve
@@ -36,4 +38,7 @@ if __name__ == "__main__":
         import uvloop
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    interval = os.environ.get("AGENTPOST_BENCH_SWITCH_INTERVAL")
+    if interval:
+        sys.setswitchinterval(float(interval))
     main()
