@@ -91,7 +91,14 @@ class _Backend:
         return self.conn
 
     def begin(self) -> None:
-        self._live().execute("BEGIN")
+        try:
+            self._live().execute("BEGIN")
+        except psycopg.OperationalError as exc:
+            # The server restarted or dropped us since the last batch: one fresh connection.
+            log.warning("writer connection lost (%s); reconnecting", exc)
+            if self.conn is not None:
+                self.conn.close()
+            self._live().execute("BEGIN")
 
     def new_tx(self) -> PgTx:
         assert self.conn is not None
@@ -210,11 +217,18 @@ class PostgresEngine:
             with self._pool.connection() as conn:
                 return fn(PgDb(conn))
 
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._readers, run)
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # PoolTimeout too
-            log.error("read failed: %s", exc)
-            raise StorageUnavailable() from exc
+        loop = asyncio.get_running_loop()
+        for attempt in (1, 2):
+            try:
+                return await loop.run_in_executor(self._readers, run)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # PoolTimeout too
+                # A pooled connection may have died with a server restart; the pool drops
+                # it, and a read is safe to run once more on a fresh one.
+                if attempt == 2:
+                    log.error("read failed: %s", exc)
+                    raise StorageUnavailable() from exc
+                log.warning("read failed (%s); trying a fresh connection", exc)
+        raise AssertionError("unreachable")
 
     async def write(self, fn: Callable[[PgTx], T]) -> T:
         result: T = await self._writer.submit(fn)

@@ -102,8 +102,10 @@ async def stream(request: Request) -> Response:
     hub = hub_of(request)
     member = await auth.member(request, hub.engine)
     room_id = request.path_params["room"]
+    after = int_param(request, "after", 0, 0)  # checked even when Last-Event-ID wins
     resume = last_event_id(request)
-    after = resume if resume is not None else int_param(request, "after", 0, 0)
+    if resume is not None:
+        after = resume
     await _page(hub, member, room_id, after, 1)  # refuse now, not inside the stream
     keepalive = hub.config.sse_keepalive_seconds
 
