@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from agentpost.core.errors import AgentpostError, Code
 from agentpost.core.ids import new_token, token_hash
+from agentpost.hub.auth import TokenCache
 from agentpost.hub.blobs import BlobStore
 from agentpost.hub.config import HubConfig
 from agentpost.hub.errors import error_response, handle_agentpost_error, handle_unknown
@@ -31,7 +32,9 @@ from agentpost.store.open import open_engine
 
 log = logging.getLogger("agentpost.hub")
 
+# The post route first: Starlette tries routes in order, and it is the hot path.
 ROUTES = [
+    Route("/v1/rooms/{room}/messages", messages.post_message, methods=["POST"]),
     Route("/healthz", meta.healthz, methods=["GET"]),
     Route("/metrics", meta.metrics, methods=["GET"]),
     Route("/openapi.json", meta.openapi, methods=["GET"]),
@@ -46,7 +49,6 @@ ROUTES = [
     Route("/v1/rooms/{room}/participants/{name}", rooms.set_participant, methods=["PUT", "DELETE"]),
     Route("/v1/rooms/{room}/archive", rooms.set_archived, methods=["POST"]),
     Route("/v1/rooms/{room}/unarchive", rooms.set_archived, methods=["POST"]),
-    Route("/v1/rooms/{room}/messages", messages.post_message, methods=["POST"]),
     Route("/v1/rooms/{room}/media", messages.post_media, methods=["POST"]),
     Route("/v1/rooms/{room}/events", events.list_events, methods=["GET"]),
     Route("/v1/rooms/{room}/stream", events.stream, methods=["GET"]),
@@ -119,6 +121,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             blobs=BlobStore(config.blob_dir),
             metrics=HubMetrics(),
             admin_hash=admin_hash,
+            tokens=TokenCache(enabled=not eng.shared),
         )
         hub.metrics.watch_in_flight(hub.idempotency.in_flight)
         eng.on_notify(hub.notifier.notify)

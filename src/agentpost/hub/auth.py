@@ -6,6 +6,7 @@ No token cache: a removed member is refused on its very next request (DESIGN.md 
 from __future__ import annotations
 
 import hmac
+from typing import Protocol
 
 from starlette.requests import Request
 
@@ -16,6 +17,11 @@ from agentpost.store.engine import Engine
 from agentpost.store.models import Member
 
 
+class HasAuth(Protocol):
+    engine: Engine
+    tokens: TokenCache
+
+
 def bearer(request: Request) -> str:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
@@ -24,10 +30,41 @@ def bearer(request: Request) -> str:
     return token.strip()
 
 
-async def member(request: Request, engine: Engine) -> Member:
+class TokenCache:
+    """Token hash → member, kept only where this process is the store's one writer (SQLite).
+
+    Every removal goes through this process and calls `forget` right after its commit, so a
+    removed member is still refused on its next request. With a shared database (PostgreSQL)
+    another process may remove a member at any moment: there is no cache, every request
+    asks the database. `inbox_cursor` of a cached member is stale: read it from the store.
+    """
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._by_hash: dict[str, Member] = {}
+
+    def get(self, hashed: str) -> Member | None:
+        return self._by_hash.get(hashed) if self.enabled else None
+
+    def put(self, hashed: str, found: Member) -> None:
+        if self.enabled and found.status == "active":
+            if len(self._by_hash) >= 100_000:
+                self._by_hash.clear()  # bounded; refilled from the store on demand
+            self._by_hash[hashed] = found
+
+    def forget(self, member_id: str) -> None:
+        self._by_hash = {h: m for h, m in self._by_hash.items() if m.id != member_id}
+
+
+async def member(request: Request, hub: HasAuth) -> Member:
     """The active member behind the request's token."""
     hashed = token_hash(bearer(request))
-    found = await engine.read(lambda db: members.member_by_token(db, hashed))
+    found = hub.tokens.get(hashed)
+    if found is not None:
+        return found
+    found = await hub.engine.read(lambda db: members.member_by_token(db, hashed))
+    if found is not None:
+        hub.tokens.put(hashed, found)
     if found is None:
         raise AuthError(Code.UNAUTHORIZED, "unknown token")
     if found.status != "active":

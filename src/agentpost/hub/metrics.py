@@ -42,11 +42,24 @@ class HubMetrics:
             ["kind"],
             registry=self.registry,
         )
+        self._posts: dict[tuple[str, str], Counter] = {}
+        self._latency: dict[str, Histogram] = {}
         self.keys_swept = Counter(
             "agentpost_idempotency_keys_swept",
             "Expired idempotency records deleted",
             registry=self.registry,
         )
+
+    def count_post(self, route: str, outcome: str, seconds: float) -> None:
+        """Count one answered post; label children are cached (this is the hot path)."""
+        child = self._posts.get((route, outcome))
+        if child is None:
+            child = self._posts[(route, outcome)] = self.posts.labels(route, outcome)
+        child.inc()
+        timer = self._latency.get(route)
+        if timer is None:
+            timer = self._latency[route] = self.latency.labels(route)
+        timer.observe(seconds)
 
     def watch_in_flight(self, count: Callable[[], int]) -> None:
         """Report how many keyed writes are waiting for their transaction."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
+from agentpost.hub.auth import TokenCache
 from agentpost.hub.blobs import BlobStore
 from agentpost.hub.config import HubConfig
 from agentpost.hub.idempotency import Idempotency
@@ -23,6 +24,7 @@ class Hub:
     blobs: BlobStore
     metrics: HubMetrics
     admin_hash: str
+    tokens: TokenCache
 
 
 def hub_of(request: Request) -> Hub:

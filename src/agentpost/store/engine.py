@@ -44,6 +44,7 @@ class Engine(Protocol):
     """What the hub needs from a store engine."""
 
     dialect: str
+    shared: bool  # True when other processes may write the same database
 
     async def read(self, fn: Callable[[Db], T]) -> T: ...
 

@@ -139,6 +139,8 @@ class _Backend:
 
 class PostgresEngine:
     dialect = "postgres"
+    # Any number of hub processes write to it.
+    shared = True
 
     def __init__(
         self, dsn: str, crash_points: CrashPoints | None = None, read_connections: int = 8

@@ -105,6 +105,8 @@ class SQLiteEngine:
     """The default store engine: `<data>/hub.sqlite3`."""
 
     dialect = "sqlite"
+    # One process owns the file: every write goes through this engine.
+    shared = False
 
     def __init__(self, path: Path, crash_points: CrashPoints | None = None) -> None:
         self.path = path

@@ -95,6 +95,7 @@ async def remove_member(request: Request) -> Response:
         return m
 
     m = await hub.engine.write(remove)
+    hub.tokens.forget(m.id)  # right after the commit: refused from the next request on
     out = {
         "member": {
             "id": m.id,

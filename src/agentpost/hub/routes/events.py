@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 
@@ -87,7 +88,7 @@ async def _page(
 
 async def list_events(request: Request) -> Response:
     hub = hub_of(request)
-    member = await auth.member(request, hub.engine)
+    member = await auth.member(request, hub)
     after = int_param(request, "after", 0, 0)
     limit = int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     rows = await _page(hub, member, request.path_params["room"], after, limit)
@@ -100,7 +101,7 @@ def sse_frame(ident: int, data: bytes) -> bytes:
 
 async def stream(request: Request) -> Response:
     hub = hub_of(request)
-    member = await auth.member(request, hub.engine)
+    member = await auth.member(request, hub)
     room_id = request.path_params["room"]
     after = int_param(request, "after", 0, 0)  # checked even when Last-Event-ID wins
     resume = last_event_id(request)
@@ -124,9 +125,14 @@ async def stream(request: Request) -> Response:
                     # a reconnect gets the refusal as a status.
                     log.info("room stream %s closed: %s", room_id, exc.message)
                     return
-                for seq, body in rows:
-                    yield sse_frame(seq, body)
-                    after = seq
+                if rows:
+                    # One write per page, then let the loop serve others and notice a
+                    # reader that hung up while it was far behind.
+                    yield b"".join(sse_frame(seq, body) for seq, body in rows)
+                    after = rows[-1][0]
+                    await asyncio.sleep(0)
+                    if await request.is_disconnected():
+                        return
                 if len(rows) == STREAM_PAGE:
                     continue
                 if not await wait(woken, keepalive):

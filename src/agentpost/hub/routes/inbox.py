@@ -35,8 +35,9 @@ def _items(rows: list[tuple[int, bytes]]) -> bytes:
 
 async def get_inbox(request: Request) -> Response:
     hub = hub_of(request)
-    member = await auth.member(request, hub.engine)
-    after = int_param(request, "after", member.inbox_cursor, 0)
+    member = await auth.member(request, hub)
+    acked = await hub.engine.read(lambda db: members.inbox_cursor(db, member.id))
+    after = int_param(request, "after", acked, 0)
     limit = int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     wait_s = float_param(request, "wait", 0.0, MAX_WAIT)
     loop_deadline = None
@@ -61,9 +62,11 @@ async def get_inbox(request: Request) -> Response:
 
 async def inbox_stream(request: Request) -> Response:
     hub = hub_of(request)
-    member = await auth.member(request, hub.engine)
+    member = await auth.member(request, hub)
     resume = last_event_id(request)
-    after = resume if resume is not None else member.inbox_cursor
+    if resume is None:
+        resume = await hub.engine.read(lambda db: members.inbox_cursor(db, member.id))
+    after = resume
     keepalive = hub.config.sse_keepalive_seconds
 
     async def frames() -> AsyncIterator[bytes]:
@@ -75,13 +78,17 @@ async def inbox_stream(request: Request) -> Response:
             while True:
                 woken = hub.notifier.event(inbox_key(member.id))
                 rows = await hub.engine.read(lambda db, a=after: inbox.page(db, member.id, a, 200))
-                for cursor, body in rows:
-                    yield (
+                if rows:
+                    yield b"".join(
                         b'id: %d\nevent: inbox\ndata: {"cursor":%d,"event":' % (cursor, cursor)
                         + body
                         + b"}\n\n"
+                        for cursor, body in rows
                     )
-                    after = cursor
+                    after = rows[-1][0]
+                    await asyncio.sleep(0)  # as in the room stream: serve others, notice hang-ups
+                    if await request.is_disconnected():
+                        return
                 if len(rows) == 200:
                     continue
                 if not await wait(woken, keepalive):
@@ -98,7 +105,7 @@ async def inbox_stream(request: Request) -> Response:
 
 async def ack(request: Request) -> Response:
     hub = hub_of(request)
-    member = await auth.member(request, hub.engine)
+    member = await auth.member(request, hub)
     body = await read_json(request, AckIn, hub.config.max_json_bytes)
 
     def advance(tx: Tx) -> int:
@@ -112,10 +119,10 @@ async def ack(request: Request) -> Response:
 
 async def me(request: Request) -> Response:
     hub = hub_of(request)
-    member = await auth.member(request, hub.engine)
+    member = await auth.member(request, hub)
     out = {
         "member": member_out(member),
         "workspace": {"id": member.workspace_id, "name": member.workspace_name},
-        "inbox_cursor": member.inbox_cursor,
+        "inbox_cursor": await hub.engine.read(lambda db: members.inbox_cursor(db, member.id)),
     }
     return json_response(200, msgspec.json.encode(out))

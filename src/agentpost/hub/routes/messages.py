@@ -75,13 +75,12 @@ async def _post(
             hub.metrics.conflicts.inc()
         raise
     finally:
-        hub.metrics.posts.labels(route, outcome).inc()
-        hub.metrics.latency.labels(route).observe(time.perf_counter() - started)
+        hub.metrics.count_post(route, outcome, time.perf_counter() - started)
 
 
 async def post_message(request: Request) -> Response:
     hub = hub_of(request)
-    member = await auth.member(request, hub.engine)
+    member = await auth.member(request, hub)
     key = idempotency.check_key(request.headers.get(idempotency.HEADER))
     room_id = request.path_params["room"]
     body = await read_json(request, MessageIn, hub.config.max_json_bytes)
@@ -96,7 +95,7 @@ async def post_message(request: Request) -> Response:
 
 async def post_media(request: Request) -> Response:
     hub = hub_of(request)
-    member = await auth.member(request, hub.engine)
+    member = await auth.member(request, hub)
     key = idempotency.check_key(request.headers.get(idempotency.HEADER))
     room_id = request.path_params["room"]
     # Refuse early what would be refused anyway, before streaming a large body to disk.
@@ -135,7 +134,7 @@ async def post_media(request: Request) -> Response:
 
 async def get_media(request: Request) -> Response:
     hub = hub_of(request)
-    member = await auth.member(request, hub.engine)
+    member = await auth.member(request, hub)
     media_id = request.path_params["media"]
 
     def read(db: Db) -> MediaRow:

@@ -37,7 +37,7 @@ async def caller(request: Request, hub: Hub) -> Member | None:
     """The member behind the token, or None for the admin token."""
     if auth.is_admin(request, hub.admin_hash):
         return None
-    return await auth.member(request, hub.engine)
+    return await auth.member(request, hub)
 
 
 def visible_room(db: Db, room_id: str, who: Member | None) -> Room:
@@ -96,7 +96,7 @@ async def create_room(request: Request) -> Response:
 
 async def list_rooms(request: Request) -> Response:
     hub = hub_of(request)
-    who = await auth.member(request, hub.engine)
+    who = await auth.member(request, hub)
     if request.path_params["ws"] != who.workspace_name:
         raise RequestError(Code.NO_WORKSPACE, f"no workspace {request.path_params['ws']!r}")
 
