@@ -84,7 +84,9 @@ class Clone:
         )
         result = Result(proc.returncode, proc.stdout, proc.stderr)
         if check and proc.returncode != 0:
-            raise AssertionError(f"mail {args} exited {proc.returncode}: {proc.stderr}{proc.stdout}")
+            raise AssertionError(
+                f"mail {args} exited {proc.returncode}: {proc.stderr}{proc.stdout}"
+            )
         return result
 
     def join(self, name: str, now: str | None = None) -> str:
@@ -163,4 +165,3 @@ def two_machines(network: Network) -> tuple[Clone, Clone]:
     a.join("alice")
     b.join("bob")
     return a, b
-
