@@ -42,6 +42,9 @@ class Inbox:
 
     def __init__(self, root: Path, instance_id: str) -> None:
         self.root = root / instance_id
+        # Counted once per Inbox object, then kept current by deliver/mark_read, so
+        # importing N messages costs N, not N × unread.
+        self._unread: int | None = None
 
     def _folder(self, name: str) -> Path:
         return self.root / name
@@ -51,10 +54,12 @@ class Inbox:
         return (self._folder("new") / name).exists() or (self._folder("cur") / name).exists()
 
     def unread_count(self) -> int:
-        try:
-            return sum(1 for p in self._folder("new").iterdir() if p.suffix == ".json")
-        except FileNotFoundError:
-            return 0
+        if self._unread is None:
+            try:
+                self._unread = sum(1 for p in self._folder("new").iterdir() if p.suffix == ".json")
+            except FileNotFoundError:
+                self._unread = 0
+        return self._unread
 
     def deliver(self, message: InboxMessage) -> Delivery:
         """Store `message` durably unless it is already here or the inbox is full."""
@@ -79,6 +84,7 @@ class Inbox:
         finally:
             tmp.unlink()
         fsync_dir(self._folder("new"))
+        self._unread = self.unread_count() + 1
         return Delivery.DELIVERED
 
     def unread(self) -> list[InboxMessage]:
@@ -109,6 +115,8 @@ class Inbox:
             src = self._folder("new") / f"{msg_id}.json"
             if src.exists():
                 os.replace(src, self._folder("cur") / src.name)
+                if self._unread is not None:
+                    self._unread -= 1
         fsync_dir(self._folder("new"))
         fsync_dir(self._folder("cur"))
 

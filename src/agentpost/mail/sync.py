@@ -15,7 +15,7 @@ from agentpost.mail import clock
 from agentpost.mail.clock import format_ts, parse_ts
 from agentpost.mail.context import MailContext
 from agentpost.mail.importer import ACCEPT, INBOX_FULL, REFUSE, judge
-from agentpost.mail.inbox import Delivery, InboxMessage
+from agentpost.mail.inbox import Delivery, Inbox, InboxMessage
 from agentpost.mail.limits import COMPACT_SLACK_LINES, LOCK_WAIT_SECONDS, REPUBLISH_EVERY
 from agentpost.mail.lock import mail_lock
 from agentpost.mail.log import Acked, Expired, Imported, Pinned, Record, Retired
@@ -126,6 +126,7 @@ def _import(
     records: list[Record],
     report: SyncReport,
 ) -> None:
+    inboxes: dict[str, Inbox] = {}
     for machine, doc in sorted(view.mail.items()):
         if machine == ctx.machine:
             continue
@@ -156,7 +157,10 @@ def _import(
                 expires_at=env.expires_at,
                 received_at=format_ts(now),
             )
-            outcome = ctx.inbox(verdict.recipient.instance_id).deliver(message)
+            inbox = inboxes.setdefault(
+                verdict.recipient.instance_id, ctx.inbox(verdict.recipient.instance_id)
+            )
+            outcome = inbox.deliver(message)
             if outcome is Delivery.FULL:
                 # Left unacked: the sender keeps offering it until there is room.
                 report.refused.append({"id": env.id, "machine": machine, "reason": INBOX_FULL})
