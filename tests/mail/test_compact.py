@@ -36,3 +36,20 @@ def test_compact_drops_settled_history_and_keeps_outbox_acks_and_dedup(
     assert kinds.count("imported") == 6, "dedup keeps every id until its envelope expires"
     assert a.sync()["acked"] == 1
     assert a.outbox() == []
+
+
+def test_sync_compacts_a_log_bloated_with_settled_lines(two_machines: tuple[Clone, Clone]) -> None:
+    a, b = two_machines
+    a.send("bob", "kept")
+    b.sync()
+    settled = "".join(
+        json.dumps({"t": "acked", "id": f"ml_OLD{i:05d}", "by": "mx", "at": "t"}) + "\n"
+        for i in range(2100)
+    )
+    with open(b.mail_dir / "log.jsonl", "a") as log:
+        log.write(settled)
+    assert _lines(b) > 2100
+    b.sync()
+    assert _lines(b) < 10
+    assert b.sync()["imported"] == 0, "dedup survived the compaction"
+    assert [m["body"] for m in b.inbox("--all")] == ["kept"]

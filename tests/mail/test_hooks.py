@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -99,3 +100,18 @@ def test_prompt_hook_without_a_session_names_who_has_mail(network: Network) -> N
     assert "unread messages for carol (1)" in hint
     shown = a.mail("hook", "prompt", env={"AGENTPOST_INSTANCE_ID": carol}).stdout
     assert "psst" in shown
+
+
+def test_prompt_hook_shows_a_changed_key_warning_to_the_agent(
+    network: Network, two_machines: tuple[Clone, Clone]
+) -> None:
+    a, b = two_machines
+    b.sync()  # pin ma
+    mallory = network.clone("mc")
+    mallory.join("mallory")
+    presence = network.remote_document("refs/agentpost/presence/ma")
+    presence["public_key"] = network.remote_document("refs/agentpost/presence/mc")["public_key"]
+    mallory.push_document("refs/agentpost/presence/ma", json.dumps(presence).encode())
+    shown = b.mail("hook", "prompt", now=str(time.time() + 60)).stdout
+    assert "WARNING machine ma presents a different key" in shown
+    assert "agentpost mail trust ma" in shown

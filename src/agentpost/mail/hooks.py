@@ -16,7 +16,7 @@ from agentpost.mail.errors import MailBusy, MailError, NotJoined
 from agentpost.mail.inbox import InboxMessage
 from agentpost.mail.limits import HOOK_SYNC_EVERY, REPUBLISH_EVERY
 from agentpost.mail.marks import load_marks
-from agentpost.mail.sync import sync
+from agentpost.mail.sync import SyncReport, sync
 
 EVENTS = ("session-start", "prompt", "stop")
 
@@ -28,15 +28,21 @@ def run_hook(ctx: MailContext, event: str) -> str:
     if event == "stop":
         _republish_if_due(ctx)
         return ""
-    _sync_if_due(ctx)
-    return _surface(ctx)
+    report = _sync_if_due(ctx)
+    warning = ""
+    for machine in report.key_changed if report else []:
+        warning += (
+            f"agentpost mail: WARNING machine {machine} presents a different key than the one "
+            f"pinned; its mail is refused. If expected, run `agentpost mail trust {machine}`.\n"
+        )
+    return warning + _surface(ctx)
 
 
-def _sync_if_due(ctx: MailContext) -> None:
+def _sync_if_due(ctx: MailContext) -> SyncReport | None:
     since = load_marks(ctx.paths.state).since_hook_sync(clock.now())
     if since is not None and 0 <= since < HOOK_SYNC_EVERY.total_seconds():
-        return
-    _quiet_sync(ctx)
+        return None
+    return _quiet_sync(ctx)
 
 
 def _republish_if_due(ctx: MailContext) -> None:
@@ -51,13 +57,14 @@ def _republish_if_due(ctx: MailContext) -> None:
     _quiet_sync(ctx)
 
 
-def _quiet_sync(ctx: MailContext) -> None:
+def _quiet_sync(ctx: MailContext) -> SyncReport | None:
     try:
-        sync(ctx, wait_seconds=0, hook=True)
+        return sync(ctx, wait_seconds=0, hook=True)
     except MailBusy:
-        pass  # another terminal is syncing this clone right now; it does the same work
+        return None  # another terminal is syncing this clone right now; it does the same work
     except MailError as exc:
         print(f"agentpost mail: sync skipped: {exc.message} ({exc.code})", file=sys.stderr)
+        return None
 
 
 def _surface(ctx: MailContext) -> str:

@@ -32,6 +32,9 @@ class SyncReport:
     acked: int = 0
     published: bool = False
     refused: list[dict[str, str | None]] = field(default_factory=list)
+    # Machines whose presence shows a key other than the pinned one; not part of the
+    # §7 JSON, surfaced by the hooks so the agent's user sees it, not only stderr.
+    key_changed: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -67,6 +70,7 @@ def _sync_locked(ctx: MailContext, now: datetime) -> SyncReport:
     report = SyncReport()
     records: list[Record] = []
     changed_keys = _pin_keys(ctx, state, view, now, records)
+    report.key_changed = sorted(changed_keys)
     _import(ctx, state, view, changed_keys, now, records, report)
     _take_acks(ctx, state, view, now, records, report)
     _retire_acks(state, view, now, records)
