@@ -86,7 +86,10 @@ def send_cmd(
         if (text is None) == (file_ is None):
             raise InvalidBody("give exactly one of --text or --file")
         if file_ is not None:
-            body = sys.stdin.read() if file_ == "-" else Path(file_).read_text(encoding="utf-8")
+            try:
+                body = sys.stdin.read() if file_ == "-" else Path(file_).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise InvalidBody(f"cannot read {file_}: {exc}") from exc
         else:
             body = text or ""
         return send(ctx, to_name, instance_id, body)

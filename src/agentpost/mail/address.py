@@ -24,10 +24,8 @@ RECEIVED = "received"
 class Candidate:
     address: Address
     source: str
-
-    @property
-    def local(self) -> bool:
-        return self.source == LOCAL
+    # Set for a session on this machine: its inbox gets the note directly.
+    local_instance: str | None = None
 
     def describe(self) -> str:
         return f"{self.address.name}@{self.address.machine} (instance {self.address.instance_id})"
@@ -39,7 +37,8 @@ def resolve(
     """The one session `name` (and `instance_id`, if given) means; None if none is known."""
     for inst in state.instances.values():
         if inst.name == name and instance_id in (None, inst.instance_id):
-            return Candidate(Address(me, inst.name, inst.instance_id), LOCAL)
+            addr = Address(me, inst.name, inst.instance_id)
+            return Candidate(addr, LOCAL, local_instance=inst.instance_id)
     found = _remote_candidates(name, instance_id, me, state, view)
     if not found:
         return None

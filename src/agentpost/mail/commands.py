@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from agentpost.core.ids import new_id
 from agentpost.mail import clock
 from agentpost.mail.address import resolve
 from agentpost.mail.clock import format_ts
 from agentpost.mail.context import MailContext
-from agentpost.mail.envelope import Address, new_envelope, sign
+from agentpost.mail.envelope import Address, RawEnvelope, new_envelope, sign
 from agentpost.mail.errors import (
     InboxFull,
     InvalidBody,
@@ -100,8 +99,8 @@ def send(ctx: MailContext, to_name: str, instance_id: str | None, body: str) -> 
             raise UnknownRecipient(f"no session named {who} here, in presence, or among senders")
         me = Address(ctx.machine, sender.name, sender.instance_id)
         raw = sign(new_envelope(me, target.address, body, now), ctx.key())
-        if target.local:
-            return _send_local(ctx, raw, target.address)
+        if target.local_instance is not None:
+            return _send_local(ctx, raw, target.address, target.local_instance)
         pending = [*state.pending(now), raw]
         size = len(encode(MailDoc(ctx.machine, format_ts(now), pending, state.acks(now))))
         if size > MAX_REF_BYTES:
@@ -115,9 +114,8 @@ def send(ctx: MailContext, to_name: str, instance_id: str | None, body: str) -> 
         return SendResult(raw["id"], target.address, outcome.published)
 
 
-def _send_local(ctx: MailContext, raw: dict[str, Any], to: Address) -> SendResult:
-    assert to.instance_id is not None
-    inbox = ctx.inbox(to.instance_id)
+def _send_local(ctx: MailContext, raw: RawEnvelope, to: Address, instance_id: str) -> SendResult:
+    inbox = ctx.inbox(instance_id)
     if inbox.unread_count() >= inbox_capacity():
         raise InboxFull(f"{to.name}'s inbox holds {inbox_capacity()} unread messages")
     ctx.log.append([Sent(raw, local=True)])
@@ -145,7 +143,7 @@ def read_inbox(ctx: MailContext, *, include_read: bool) -> list[InboxMessage]:
     return sorted(shown, key=lambda m: (m.sent_at, m.id))
 
 
-def outbox(ctx: MailContext) -> list[dict[str, Any]]:
+def outbox(ctx: MailContext) -> list[RawEnvelope]:
     """Messages this machine sent that no recipient has acknowledged yet."""
     return ctx.load_state().pending(clock.now())
 

@@ -19,6 +19,7 @@ from agentpost.mail.keys import MachineKey, verify
 from agentpost.mail.limits import MESSAGE_TTL
 from agentpost.mail.repo import is_safe_id
 
+# An envelope exactly as signed or received: a JSON object, checked by `decode`.
 RawEnvelope = dict[str, Any]
 
 

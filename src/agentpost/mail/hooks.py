@@ -48,7 +48,13 @@ def _sync_if_due(ctx: MailContext) -> SyncReport | None:
 def _republish_if_due(ctx: MailContext) -> None:
     now = clock.now()
     marks = load_marks(ctx.paths.state)
-    if not marks.push_pending:
+    if marks.push_pending:
+        # Retry a failed push, but not more often than the prompt hook fetches: an
+        # offline laptop should not pay a git timeout at the end of every turn.
+        since = marks.since_hook_sync(now)
+        if since is not None and 0 <= since < HOOK_SYNC_EVERY.total_seconds():
+            return
+    else:
         if not ctx.load_state().pending(now):
             return
         since = marks.since_publish(now)

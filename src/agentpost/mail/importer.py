@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from agentpost.mail import envelope as env_mod
 from agentpost.mail.envelope import Envelope
@@ -43,7 +42,7 @@ class Verdict:
 
 
 def judge(
-    raw: Any,
+    raw: object,
     ref_machine: str,
     me: str,
     state: MailState,

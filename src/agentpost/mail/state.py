@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from agentpost.mail.clock import parse_ts
+from agentpost.mail.envelope import RawEnvelope
 from agentpost.mail.log import Acked, Expired, Imported, Join, Pinned, Record, Retired, Sent
 
 
@@ -56,7 +56,7 @@ class MailState:
                 return inst
         return None
 
-    def pending(self, now: datetime) -> list[dict[str, Any]]:
+    def pending(self, now: datetime) -> list[RawEnvelope]:
         """The outbox: our remote sends not acknowledged and not expired, oldest first."""
         return [
             rec.envelope
@@ -67,7 +67,7 @@ class MailState:
             and parse_ts(str(rec.envelope["expires_at"])) > now
         ]
 
-    def newly_expired(self, now: datetime) -> list[dict[str, Any]]:
+    def newly_expired(self, now: datetime) -> list[RawEnvelope]:
         """Sends that ran out of time unacknowledged and were not yet reported."""
         return [
             rec.envelope
