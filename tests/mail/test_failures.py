@@ -363,3 +363,20 @@ def test_outside_a_git_repository_commands_fail_and_hooks_stay_silent(
         [*cmd, "hook", "prompt"], cwd=outside, env=env, capture_output=True, text=True
     )
     assert (hook.returncode, hook.stdout, hook.stderr) == (0, "", "")
+
+
+def test_a_reply_logged_while_the_remote_is_missing_is_queued_not_an_error(
+    two_machines: tuple[Clone, Clone],
+) -> None:
+    a, b = two_machines
+    a.send("bob", "reply when you can")
+    b.sync()
+    url = b.git("remote", "get-url", "origin")
+    b.git("remote", "remove", "origin")
+    reply = b.mail("send", "--to", "alice", "--text", "later", "--json")
+    assert reply.code == 0
+    assert reply.json["published"] is False
+    assert "queued" in reply.stderr
+    b.git("remote", "add", "origin", url)
+    assert b.sync()["published"] is True
+    assert [m["body"] for m in (a.sync(), a.inbox())[1]] == ["later"]

@@ -110,8 +110,14 @@ def send(ctx: MailContext, to_name: str, instance_id: str | None, body: str) -> 
         rec = Sent(raw)
         ctx.log.append([rec])
         state.apply(rec)
-        outcome = publish(ctx, state, view, now)
-        return SendResult(raw["id"], target.address, outcome.published)
+        try:
+            published = publish(ctx, state, view, now).published
+        except MailError as exc:
+            # The note is in the log, so it is sent: queued, never an error that would
+            # invite the caller to send it a second time (DESIGN.md §7).
+            print(f"agentpost mail: queued, not yet published: {exc.message}", file=sys.stderr)
+            published = False
+        return SendResult(raw["id"], target.address, published)
 
 
 def _send_local(ctx: MailContext, raw: RawEnvelope, to: Address, instance_id: str) -> SendResult:

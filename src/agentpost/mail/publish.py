@@ -20,6 +20,7 @@ from agentpost.mail.marks import load_marks, save_marks, stamp
 from agentpost.mail.state import MailState
 from agentpost.mail.view import RemoteView, tracking_ref
 from agentpost.mail.wire import (
+    DocumentError,
     InstanceEntry,
     MailDoc,
     PresenceDoc,
@@ -59,8 +60,8 @@ def publish(
     """Bring the remote's copy of our two refs up to date with the log; push once."""
     key = ctx.key()
     remote = ctx.remote
-    changed: list[str] = []
-    docs: list[tuple[str, PresenceDoc | MailDoc, PresenceDoc | object | None]] = []
+    changed: dict[str, str] = {}
+    docs: list[tuple[str, PresenceDoc | MailDoc, PresenceDoc | MailDoc | DocumentError | None]] = []
     if state.instances:
         docs.append(
             (
@@ -78,11 +79,12 @@ def publish(
         same = isinstance(shown, type(doc)) and content_digest(shown) == content_digest(doc)
         if same and not (force_mail and isinstance(doc, MailDoc) and doc.outbox):
             continue
-        ctx.git.update_ref(ref, ctx.git.write_document(encode(doc)))
-        changed.append(ref)
+        sha = ctx.git.write_document(encode(doc))
+        ctx.git.update_ref(ref, sha)
+        changed[ref] = sha
     if not changed:
         return PublishOutcome(False, False, "")
-    result = ctx.git.push(remote, changed)
+    result = ctx.git.push(remote, list(changed))
     marks = load_marks(ctx.paths.state)
     marks.push_pending = not result.ok
     if result.ok:
@@ -97,8 +99,8 @@ def publish(
     return PublishOutcome(result.ok and mail_ref(ctx.machine) in changed, True, result.detail)
 
 
-def _remember_pushed(git: Git, remote: str, refs: list[str]) -> None:
+def _remember_pushed(git: Git, remote: str, pushed: dict[str, str]) -> None:
     # Our tracking copy now equals what the remote holds, so the next send or sync
     # compares against the truth without a fetch.
-    for ref in refs:
-        git.update_ref(tracking_ref(remote, ref), git.run("rev-parse", ref).decode().strip())
+    for ref, sha in pushed.items():
+        git.update_ref(tracking_ref(remote, ref), sha)
