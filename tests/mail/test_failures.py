@@ -380,3 +380,16 @@ def test_a_reply_logged_while_the_remote_is_missing_is_queued_not_an_error(
     b.git("remote", "add", "origin", url)
     assert b.sync()["published"] is True
     assert [m["body"] for m in (a.sync(), a.inbox())[1]] == ["later"]
+
+
+def test_a_hanging_remote_is_cut_off_by_the_git_timeout(two_machines: tuple[Clone, Clone]) -> None:
+    a, _ = two_machines
+    a.git("remote", "set-url", "origin", "ssh://git.example.invalid/repo.git")
+    hang = {"GIT_SSH_COMMAND": "sleep 30; false", "AGENTPOST_MAIL_GIT_TIMEOUT": "1"}
+    started = time.monotonic()
+    result = a.mail("sync", "--json", env=hang, check=False)
+    elapsed = time.monotonic() - started
+    assert result.code == 3
+    assert result.json["error"]["code"] == "remote_unreachable"
+    assert "timed out after 1 s" in result.json["error"]["message"]
+    assert elapsed < 15, f"the ssh helper was not stopped with git ({elapsed:.1f} s)"

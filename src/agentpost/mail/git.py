@@ -8,6 +8,7 @@ Refs are parentless commits of the empty tree whose message is the JSON document
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,19 +64,26 @@ class Git:
         self, args: tuple[str, ...], stdin: bytes | None
     ) -> subprocess.CompletedProcess[bytes]:
         try:
-            return subprocess.run(
+            # Its own process group, so a timeout also ends the ssh (or other helper) git
+            # started; otherwise that helper keeps our pipes open past the deadline.
+            proc = subprocess.Popen(
                 ["git", *args],
                 cwd=self.worktree,
-                input=stdin,
-                capture_output=True,
-                timeout=self.timeout,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env=self._env,
-                check=False,
+                start_new_session=True,
             )
-        except subprocess.TimeoutExpired as exc:
-            raise RemoteUnreachable(f"git {args[0]} timed out after {self.timeout:g} s") from exc
         except OSError as exc:
             raise GitFailed(f"cannot run git: {exc}") from exc
+        try:
+            out, err = proc.communicate(stdin, timeout=self.timeout)
+        except subprocess.TimeoutExpired as exc:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise RemoteUnreachable(f"git {args[0]} timed out after {self.timeout:g} s") from exc
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def remote(self) -> str:
         """The remote mail travels through: AGENTPOST_MAIL_REMOTE, else origin, else the first."""
