@@ -36,6 +36,9 @@ def test_hooks_on_a_clone_that_never_used_mail_do_no_git_work_and_create_no_file
         result = quiet.mail("hook", event, env=env)
         assert (result.code, result.stdout, result.stderr) == (0, "", "")
     assert not calls.exists(), "no git process was started"
+    assert quiet.mail("compact", "--json").json == {"lines_before": 0, "lines_after": 0}
+    assert quiet.mail("outbox", "--json").json == {"messages": []}
+    assert quiet.mail("inbox", "--json", check=False).json["error"]["code"] == "not_joined"
     assert not quiet.mail_dir.exists()
     assert sorted(p.name for p in (quiet.path / ".git").iterdir()) == before
     assert network.remote_refs() == {}

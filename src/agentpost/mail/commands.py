@@ -156,13 +156,14 @@ def outbox(ctx: MailContext) -> list[RawEnvelope]:
 
 def compact(ctx: MailContext) -> tuple[int, int]:
     """Rewrite the log keeping only what outbox, acks, dedup and pins need; (before, after)."""
+    if not ctx.in_use():
+        return 0, 0  # nothing to compact, and nothing to create on a clone without mail
     with mail_lock(ctx.paths.lock, LOCK_WAIT_SECONDS):
         now = clock.now()
         read = ctx.log.read()
         state = ctx.load_state()
         needed = state.needed_records(now)
-        if ctx.log.exists():
-            ctx.log.replace(needed)
+        ctx.log.replace(needed)
         for inst in state.instances.values():
             ctx.inbox(inst.instance_id).prune_read(now)
         return read.lines, len(needed)
