@@ -79,3 +79,12 @@ def test_compaction_keeps_sessions_pins_outbox_and_imports_in_force() -> None:
     assert list(again.instances) == ["in_1"] and again.pins["mb"].public_key == "k"
     assert len(kept) == 5
     assert MailState.from_records(state.needed_records(T0 + timedelta(days=15))).pending(T0) == []
+
+
+def test_an_import_after_retirement_acks_the_id_again() -> None:
+    state = MailState.from_records([_imported("ml_a"), Retired("ml_a", "t")])
+    assert state.acks(T0) == []
+    state.apply(_imported("ml_a"))
+    assert state.acks(T0) == ["ml_a"]
+    again = MailState.from_records(state.needed_records(T0))
+    assert again.acks(T0) == ["ml_a"]

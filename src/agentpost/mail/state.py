@@ -43,7 +43,10 @@ class MailState:
         elif isinstance(rec, Expired):
             self.expired[rec.id] = rec
         elif isinstance(rec, Imported):
-            self.imported.setdefault(rec.id, rec)
+            # A later import of the same id is a re-ack: the sender offered it again
+            # after we retired the ack, so we acknowledge it again.
+            self.imported[rec.id] = rec
+            self.retired.pop(rec.id, None)
         elif isinstance(rec, Retired):
             self.retired[rec.id] = rec
         elif isinstance(rec, Pinned):

@@ -14,7 +14,7 @@ from datetime import datetime
 from agentpost.mail import clock
 from agentpost.mail.clock import format_ts, parse_ts
 from agentpost.mail.context import MailContext
-from agentpost.mail.importer import ACCEPT, INBOX_FULL, REFUSE, judge
+from agentpost.mail.importer import ACCEPT, INBOX_FULL, REFUSE, SKIP, judge
 from agentpost.mail.inbox import Delivery, Inbox, InboxMessage
 from agentpost.mail.limits import COMPACT_SLACK_LINES, LOCK_WAIT_SECONDS, REPUBLISH_EVERY
 from agentpost.mail.lock import mail_lock
@@ -149,6 +149,21 @@ def _import(
                         "reason": verdict.reason,
                     }
                 )
+                continue
+            if verdict.action == SKIP and env is not None and env.id in state.retired:
+                # Offered again after we retired its ack (a replaced or forged sender
+                # ref): acknowledge it again, or the sender offers it until expiry.
+                prior = state.imported[env.id]
+                rec = Imported(
+                    env.id,
+                    prior.sender,
+                    prior.instance_id,
+                    prior.expires_at,
+                    doc.updated_at,
+                    format_ts(now),
+                )
+                records.append(rec)
+                state.apply(rec)
                 continue
             if verdict.action != ACCEPT or env is None or verdict.recipient is None:
                 continue
