@@ -194,7 +194,8 @@ def test_tampered_body_fails_the_signature_and_is_refused(
     doc["outbox"][0]["body"] = "pay 10000"
     network.clone("mc").push_document("refs/agentpost/mail/ma", json.dumps(doc).encode())
     report = b.sync()
-    assert report["refused"] == [{"id": sent["id"], "machine": "ma", "reason": "bad_signature"}]
+    assert report["imported"] == 0
+    assert {"id": sent["id"], "machine": "ma", "reason": "bad_signature"} in report["refused"]
     assert b.inbox() == []
 
 
@@ -206,7 +207,11 @@ def test_missing_signature_is_refused(network: Network, two_machines: tuple[Clon
     del doc["outbox"][0]["sig"]
     network.clone("mc").push_document("refs/agentpost/mail/ma", json.dumps(doc).encode())
     report = b.sync()
-    assert report["refused"] == [{"id": sent["id"], "machine": "ma", "reason": "missing_signature"}]
+    assert report["imported"] == 0
+    assert {"id": sent["id"], "machine": "ma", "reason": "missing_signature"} in report["refused"]
+    assert {"id": None, "machine": "ma", "reason": "missing_signature"} in report["refused"], (
+        "the rewritten ref lacks the document signature too"
+    )
 
 
 def test_mail_from_a_machine_without_presence_is_refused_as_unknown_key(
@@ -393,3 +398,26 @@ def test_a_hanging_remote_is_cut_off_by_the_git_timeout(two_machines: tuple[Clon
     assert result.json["error"]["code"] == "remote_unreachable"
     assert "timed out after 1 s" in result.json["error"]["message"]
     assert elapsed < 15, f"the ssh helper was not stopped with git ({elapsed:.1f} s)"
+
+
+def test_forged_ack_does_not_make_the_sender_drop_a_message(
+    network: Network, two_machines: tuple[Clone, Clone]
+) -> None:
+    a, b = two_machines
+    a.sync()  # pins mb's key
+    sent = a.send("bob", "do not lose me")
+    # Someone with push access publishes "mb acknowledges it" without mb's key.
+    fake = {
+        "machine": "mb",
+        "updated_at": "2030-01-01T00:00:00.000Z",
+        "outbox": [],
+        "acks": [sent["id"]],
+    }
+    network.clone("mc").push_document("refs/agentpost/mail/mb", json.dumps(fake).encode())
+    report = a.sync()
+    assert report["acked"] == 0
+    assert {"id": None, "machine": "mb", "reason": "missing_signature"} in report["refused"]
+    assert [m["id"] for m in a.outbox()] == [sent["id"]], "still offered"
+    assert b.sync()["imported"] == 1  # bob republishes his real, signed ref with the ack
+    assert a.sync()["acked"] == 1
+    assert a.outbox() == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from agentpost.mail.limits import git_timeout_seconds
 from agentpost.mail.repo import REMOTE_ENV
 
 OWN_PREFIX = "refs/agentpost"
+SIG_HEADER = "agentpost-sig"
 REMOTE_PREFIX = "refs/agentpost-remote"
 
 
@@ -29,6 +31,14 @@ class RefObject:
     sha: str
     kind: str
     size: int
+
+
+@dataclass(frozen=True)
+class Document:
+    """A ref document as stored: the commit message and its `agentpost-sig` header."""
+
+    message: bytes
+    signature: str | None
 
 
 @dataclass(frozen=True)
@@ -120,10 +130,20 @@ class Git:
             )
         return PushResult(True, "")
 
-    def write_document(self, message: bytes) -> str:
-        """A parentless commit of the empty tree carrying `message`; returns its id."""
+    def write_document(self, message: bytes, signature: str) -> str:
+        """A parentless commit of the empty tree carrying `message`; returns its id.
+
+        The document's signature rides in an extra commit header (git keeps unknown
+        headers, as it does `gpgsig`), so the message stays exactly the §7 JSON.
+        """
         empty_tree = self.run("mktree", stdin=b"").decode().strip()
-        return self.run("commit-tree", empty_tree, stdin=message).decode().strip()
+        stamp = f"agentpost <agentpost@localhost> {int(time.time())} +0000"
+        commit = (
+            f"tree {empty_tree}\nauthor {stamp}\ncommitter {stamp}\n{SIG_HEADER} {signature}\n\n"
+        ).encode() + message
+        return (
+            self.run("hash-object", "-t", "commit", "-w", "--stdin", stdin=commit).decode().strip()
+        )
 
     def update_ref(self, ref: str, sha: str) -> None:
         self.run("update-ref", ref, sha)
@@ -138,12 +158,12 @@ class Git:
             refs.append(RefObject(name, sha, kind, int(size)))
         return refs
 
-    def commit_messages(self, shas: list[str]) -> dict[str, bytes]:
-        """The messages of the given commits, read in one `git cat-file --batch`."""
+    def read_documents(self, shas: list[str]) -> dict[str, Document]:
+        """Message and signature of the given commits, read in one `git cat-file --batch`."""
         if not shas:
             return {}
         out = self.run("cat-file", "--batch", stdin="".join(f"{s}\n" for s in shas).encode())
-        messages: dict[str, bytes] = {}
+        docs: dict[str, Document] = {}
         pos = 0
         for sha in shas:
             header_end = out.index(b"\n", pos)
@@ -153,8 +173,14 @@ class Git:
             pos = header_end + 1 + size + 1
             # A commit object is headers, a blank line, then the message.
             split = body.find(b"\n\n")
-            messages[sha] = body[split + 2 :] if split >= 0 else b""
-        return messages
+            headers, message = (body[:split], body[split + 2 :]) if split >= 0 else (body, b"")
+            signature = None
+            for line in headers.split(b"\n"):
+                name, _, value = line.partition(b" ")
+                if name.decode("ascii", "replace") == SIG_HEADER:
+                    signature = value.decode("ascii", "replace")
+            docs[sha] = Document(message, signature)
+        return docs
 
 
 def _tail(stderr: bytes) -> str:

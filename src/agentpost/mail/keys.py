@@ -66,6 +66,20 @@ def load_or_create_key(path: Path) -> MachineKey:
     return key
 
 
+# Document signatures are over this prefix + the message, so no document signature can
+# ever be replayed as an envelope signature or the other way round.
+_DOCUMENT_DOMAIN = b"agentpost mail ref document\n"
+
+
+def sign_document(key: MachineKey, message: bytes) -> str:
+    """Signature of a ref document's exact message bytes (carried in the commit header)."""
+    return key.sign(_DOCUMENT_DOMAIN + message)
+
+
+def document_signed(public_b64: str, signature: str | None, message: bytes) -> bool:
+    return signature is not None and verify(public_b64, signature, _DOCUMENT_DOMAIN + message)
+
+
 def verify(public_b64: str, sig_b64: str, data: bytes) -> bool:
     """True when `sig_b64` is a valid signature of `data` by `public_b64`; never raises."""
     try:

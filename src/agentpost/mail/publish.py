@@ -15,7 +15,7 @@ from datetime import datetime
 from agentpost.mail.clock import format_ts
 from agentpost.mail.context import MailContext
 from agentpost.mail.git import Git
-from agentpost.mail.keys import MachineKey
+from agentpost.mail.keys import MachineKey, sign_document
 from agentpost.mail.marks import load_marks, save_marks, stamp
 from agentpost.mail.state import MailState
 from agentpost.mail.view import RemoteView, tracking_ref
@@ -77,9 +77,12 @@ def publish(
         docs.append((mail_ref(ctx.machine), mail, shown_mail))
     for ref, doc, shown in docs:
         same = isinstance(shown, type(doc)) and content_digest(shown) == content_digest(doc)
+        if isinstance(doc, MailDoc) and not view.mail_signed_by(ctx.machine, key.public_b64):
+            same = False  # someone else wrote our ref, even if it says the same: take it back
         if same and not (force_mail and isinstance(doc, MailDoc) and doc.outbox):
             continue
-        sha = ctx.git.write_document(encode(doc))
+        message = encode(doc)
+        sha = ctx.git.write_document(message, sign_document(key, message))
         ctx.git.update_ref(ref, sha)
         changed[ref] = sha
     if not changed:

@@ -72,8 +72,9 @@ def _sync_locked(ctx: MailContext, now: datetime) -> SyncReport:
     changed_keys = _pin_keys(ctx, state, view, now, records)
     report.key_changed = sorted(changed_keys)
     _import(ctx, state, view, changed_keys, now, records, report)
-    _take_acks(ctx, state, view, now, records, report)
-    _retire_acks(state, view, now, records)
+    trusted = _trusted_mail_docs(ctx, state, view, changed_keys, report)
+    _take_acks(state, trusted, now, records, report)
+    _retire_acks(state, trusted, now, records)
     _expire(state, now, records)
     ctx.log.append(records)
     for rec in records:
@@ -199,10 +200,37 @@ def _import(
                 report.imported += 1
 
 
-def _take_acks(
+def _trusted_mail_docs(
     ctx: MailContext,
     state: MailState,
     view: RemoteView,
+    changed_keys: set[str],
+    report: SyncReport,
+) -> dict[str, MailDoc]:
+    """Peers' mail documents signed by their pinned key: the only ones whose acks count.
+
+    Envelopes carry their own signatures; acks do not, so a document signature is what
+    stops a forged ref from making us drop a message nobody received (DESIGN.md §7).
+    """
+    trusted: dict[str, MailDoc] = {}
+    for machine, doc in view.mail.items():
+        pin = state.pins.get(machine)
+        if machine == ctx.machine or not isinstance(doc, MailDoc) or pin is None:
+            continue
+        if machine in changed_keys:
+            continue  # already refused loudly, envelope by envelope
+        if view.mail_signed_by(machine, pin.public_key):
+            trusted[machine] = doc
+        else:
+            stored = view.mail_stored.get(machine)
+            reason = "missing_signature" if stored and stored.signature is None else "bad_signature"
+            report.refused.append({"id": None, "machine": machine, "reason": reason})
+    return trusted
+
+
+def _take_acks(
+    state: MailState,
+    trusted: dict[str, MailDoc],
     now: datetime,
     records: list[Record],
     report: SyncReport,
@@ -211,23 +239,23 @@ def _take_acks(
     acks_of: dict[str, set[str]] = {}
     for envelope in state.pending(now):
         to_machine = envelope["to"]["machine"]
-        doc = view.mail.get(to_machine)
-        # Only the recipient machine's own ref can acknowledge a message to it.
-        if isinstance(doc, MailDoc) and envelope["id"] in acks_of.setdefault(
-            to_machine, set(doc.acks)
-        ):
+        doc = trusted.get(to_machine)
+        # Only the recipient machine's own signed ref can acknowledge a message to it.
+        if doc is not None and envelope["id"] in acks_of.setdefault(to_machine, set(doc.acks)):
             records.append(Acked(envelope["id"], to_machine, format_ts(now)))
             report.acked += 1
 
 
-def _retire_acks(state: MailState, view: RemoteView, now: datetime, records: list[Record]) -> None:
+def _retire_acks(
+    state: MailState, trusted: dict[str, MailDoc], now: datetime, records: list[Record]
+) -> None:
     """Stop acknowledging once the sender's newer ref no longer offers the message."""
     offered: dict[str, set[object]] = {}
     for msg_id in state.acks(now):
         imp = state.imported[msg_id]
         sender = str(imp.sender.get("machine"))
-        doc = view.mail.get(sender)
-        if not isinstance(doc, MailDoc):
+        doc = trusted.get(sender)
+        if doc is None:
             continue
         try:
             newer = parse_ts(doc.updated_at) > parse_ts(imp.ref_updated_at)

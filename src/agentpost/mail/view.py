@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from agentpost.mail.errors import InvalidName
-from agentpost.mail.git import REMOTE_PREFIX, Git
+from agentpost.mail.git import REMOTE_PREFIX, Document, Git
+from agentpost.mail.keys import document_signed
 from agentpost.mail.limits import MAX_REF_BYTES
 from agentpost.mail.repo import check_name
 from agentpost.mail.wire import DocumentError, MailDoc, PresenceDoc, decode_mail, decode_presence
@@ -22,6 +23,13 @@ from agentpost.mail.wire import DocumentError, MailDoc, PresenceDoc, decode_mail
 class RemoteView:
     presence: dict[str, PresenceDoc | DocumentError] = field(default_factory=dict)
     mail: dict[str, MailDoc | DocumentError] = field(default_factory=dict)
+    # The stored form of each readable mail document, to check who signed it.
+    mail_stored: dict[str, Document] = field(default_factory=dict)
+
+    def mail_signed_by(self, machine: str, public_b64: str) -> bool:
+        """The mail document of `machine` carries a valid signature by `public_b64`."""
+        stored = self.mail_stored.get(machine)
+        return stored is not None and document_signed(public_b64, stored.signature, stored.message)
 
     def valid_presence(self) -> dict[str, PresenceDoc]:
         return {m: d for m, d in self.presence.items() if isinstance(d, PresenceDoc)}
@@ -56,12 +64,13 @@ def read_view(git: Git, remote: str) -> RemoteView:
             target[machine] = DocumentError("too_large", f"{ref.name} is {ref.size} bytes")
         else:
             wanted.append((kind, machine, ref.sha))
-    messages = git.commit_messages([sha for _, _, sha in wanted])
+    stored = git.read_documents([sha for _, _, sha in wanted])
     for kind, machine, sha in wanted:
         if kind == "mail":
-            view.mail[machine] = _checked(machine, decode_mail, messages[sha])
+            view.mail[machine] = _checked(machine, decode_mail, stored[sha].message)
+            view.mail_stored[machine] = stored[sha]
         else:
-            view.presence[machine] = _checked(machine, decode_presence, messages[sha])
+            view.presence[machine] = _checked(machine, decode_presence, stored[sha].message)
     return view
 
 
