@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from .conftest import git
+
 if TYPE_CHECKING:
     from .conftest import Clone, Network
 
@@ -76,3 +78,32 @@ def test_ref_forged_by_a_third_clone_imports_nothing(
     assert a.sync()["acked"] == 1
     assert b.sync()["refused"] == []
     assert a.outbox() == []
+
+
+def test_refs_are_parentless_commits_of_the_empty_tree_whose_message_is_the_json(
+    network: Network, two_machines: tuple[Clone, Clone]
+) -> None:
+    a, b = two_machines
+    a.send("bob", "shape check")
+    b.sync()
+    refs = network.remote_refs()
+    assert sorted(refs) == [
+        "refs/agentpost/mail/ma",
+        "refs/agentpost/mail/mb",
+        "refs/agentpost/presence/ma",
+        "refs/agentpost/presence/mb",
+    ], "no branch, no tag: only the four documents"
+    env = network.env
+    for ref in refs:
+        parents = git(network.remote, "log", "-1", "--format=%P", ref, env=env)
+        tree = git(network.remote, "log", "-1", "--format=%T", ref, env=env)
+        assert parents == ""
+        assert tree == git(network.remote, "hash-object", "-t", "tree", "/dev/null", env=env)
+    mail = network.remote_document("refs/agentpost/mail/mb")
+    assert set(mail) == {"machine", "updated_at", "outbox", "acks"}
+    presence = network.remote_document("refs/agentpost/presence/ma")
+    assert set(presence) == {"machine", "updated_at", "public_key", "instances"}
+    assert set(presence["instances"][0]) == {"instance_id", "name", "last_seen"}
+    envelope = network.remote_document("refs/agentpost/mail/ma")["outbox"][0]
+    assert set(envelope) == {"id", "from", "to", "body", "sent_at", "expires_at", "sig"}
+    git(network.remote, "fsck", "--strict", "--no-dangling", env=env)
