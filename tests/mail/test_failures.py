@@ -421,3 +421,30 @@ def test_forged_ack_does_not_make_the_sender_drop_a_message(
     assert b.sync()["imported"] == 1  # bob republishes his real, signed ref with the ack
     assert a.sync()["acked"] == 1
     assert a.outbox() == []
+
+
+def test_local_send_cut_between_log_and_inbox_is_delivered_by_the_next_sync(
+    network: Network,
+) -> None:
+    a = network.clone("ma")
+    carol = a.join("carol")
+    alice = a.join("alice")
+    script = (
+        "from agentpost.mail.context import MailContext\n"
+        "from agentpost.mail import clock\n"
+        "from agentpost.mail.envelope import Address, new_envelope, sign\n"
+        "from agentpost.mail.log import Sent\n"
+        "ctx = MailContext.discover()\n"
+        f"me, to = Address('ma', 'alice', {alice!r}), Address('ma', 'carol', {carol!r})\n"
+        "raw = sign(new_envelope(me, to, 'local, after crash', clock.now()), ctx.key())\n"
+        "ctx.log.append([Sent(raw, local=True)])\n"
+    )
+    env = dict(a.env, AGENTPOST_MACHINE="ma")
+    subprocess.run([sys.executable, "-c", script], cwd=a.path, env=env, check=True)
+    as_carol = {"AGENTPOST_INSTANCE_ID": carol}
+    assert a.mail("inbox", "--json", env=as_carol).json == {"messages": []}
+    a.sync()
+    delivered = a.mail("inbox", "--json", env=as_carol).json["messages"]
+    assert [m["body"] for m in delivered] == ["local, after crash"]
+    a.sync()
+    assert a.mail("inbox", "--json", "--all", env=as_carol).json["messages"] == delivered

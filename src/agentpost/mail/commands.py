@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from datetime import datetime
 
 from agentpost.core.ids import new_id
 from agentpost.mail import clock
@@ -29,6 +30,7 @@ from agentpost.mail.lock import mail_lock
 from agentpost.mail.log import Join, Pinned, Sent
 from agentpost.mail.publish import publish
 from agentpost.mail.repo import check_name
+from agentpost.mail.state import MailState
 from agentpost.mail.view import RemoteView, read_view
 from agentpost.mail.wire import MailDoc, encode
 
@@ -124,19 +126,22 @@ def _send_local(ctx: MailContext, raw: RawEnvelope, to: Address, instance_id: st
     inbox = ctx.inbox(instance_id)
     if inbox.unread_count() >= inbox_capacity():
         raise InboxFull(f"{to.name}'s inbox holds {inbox_capacity()} unread messages")
+    # Log first: if we crash before the inbox write, the next sync delivers it.
     ctx.log.append([Sent(raw, local=True)])
-    message = InboxMessage(
-        id=raw["id"],
-        sender=raw["from"],
-        to=raw["to"],
-        body=raw["body"],
-        sent_at=raw["sent_at"],
-        expires_at=raw["expires_at"],
-        received_at=raw["sent_at"],
-    )
-    if inbox.deliver(message) is Delivery.FULL:
+    if inbox.deliver(InboxMessage.from_envelope(raw, raw["sent_at"])) is Delivery.FULL:
         raise InboxFull(f"{to.name}'s inbox is full")
     return SendResult(raw["id"], to, False, local=True)
+
+
+def redeliver_local(ctx: MailContext, state: MailState, now: datetime) -> None:
+    """Finish local sends a crash cut between the log and the inbox write."""
+    for raw in state.local_sends(now):
+        instance_id = raw["to"].get("instance_id")
+        if not isinstance(instance_id, str) or instance_id not in state.instances:
+            continue
+        inbox = ctx.inbox(instance_id)
+        if not inbox.holds(raw["id"]):
+            inbox.deliver(InboxMessage.from_envelope(raw, format_ts(now)))
 
 
 def read_inbox(ctx: MailContext, *, include_read: bool) -> list[InboxMessage]:
@@ -162,6 +167,8 @@ def compact(ctx: MailContext) -> tuple[int, int]:
         now = clock.now()
         read = ctx.log.read()
         state = ctx.load_state()
+        # Local sends leave the log here; make sure each reached its inbox first.
+        redeliver_local(ctx, state, now)
         needed = state.needed_records(now)
         ctx.log.replace(needed)
         for inst in state.instances.values():

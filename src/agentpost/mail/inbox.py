@@ -30,6 +30,19 @@ class InboxMessage(msgspec.Struct, frozen=True):
     expires_at: str = ""
     received_at: str = ""
 
+    @classmethod
+    def from_envelope(cls, raw: dict[str, Any], received_at: str) -> InboxMessage:
+        """The inbox copy of an envelope already judged acceptable."""
+        return cls(
+            id=raw["id"],
+            sender=raw["from"],
+            to=raw["to"],
+            body=raw["body"],
+            sent_at=raw["sent_at"],
+            expires_at=raw["expires_at"],
+            received_at=received_at,
+        )
+
 
 class Delivery(enum.Enum):
     DELIVERED = "delivered"

@@ -70,6 +70,14 @@ class MailState:
             and parse_ts(str(rec.envelope["expires_at"])) > now
         ]
 
+    def local_sends(self, now: datetime) -> list[RawEnvelope]:
+        """Notes to sessions on this machine that have not expired (for crash repair)."""
+        return [
+            rec.envelope
+            for rec in self.sent.values()
+            if rec.local and parse_ts(str(rec.envelope["expires_at"])) > now
+        ]
+
     def newly_expired(self, now: datetime) -> list[RawEnvelope]:
         """Sends that ran out of time unacknowledged and were not yet reported."""
         return [

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from agentpost.mail import clock
 from agentpost.mail.clock import format_ts, parse_ts
+from agentpost.mail.commands import redeliver_local
 from agentpost.mail.context import MailContext
 from agentpost.mail.importer import ACCEPT, INBOX_FULL, REFUSE, SKIP, judge
 from agentpost.mail.inbox import Delivery, Inbox, InboxMessage
@@ -76,6 +77,7 @@ def _sync_locked(ctx: MailContext, now: datetime) -> SyncReport:
     _take_acks(state, trusted, now, records, report)
     _retire_acks(state, trusted, now, records)
     _expire(state, now, records)
+    redeliver_local(ctx, state, now)
     ctx.log.append(records)
     for rec in records:
         state.apply(rec)
@@ -168,15 +170,7 @@ def _import(
                 continue
             if verdict.action != ACCEPT or env is None or verdict.recipient is None:
                 continue
-            message = InboxMessage(
-                id=env.id,
-                sender=raw["from"],
-                to=raw["to"],
-                body=env.body,
-                sent_at=env.sent_at,
-                expires_at=env.expires_at,
-                received_at=format_ts(now),
-            )
+            message = InboxMessage.from_envelope(raw, format_ts(now))
             inbox = inboxes.setdefault(
                 verdict.recipient.instance_id, ctx.inbox(verdict.recipient.instance_id)
             )
