@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from agentpost.mail.errors import StorageFailed
 from agentpost.mail.log import Acked, Join, MailLog, Pinned
 
 
@@ -53,3 +56,11 @@ def test_replace_swaps_in_exactly_the_kept_records(tmp_path: Path) -> None:
     log.replace([Join("in_1", "alice", "t1")])
     assert log.read().records == [Join("in_1", "alice", "t1")]
     assert [p.name for p in tmp_path.iterdir()] == ["log.jsonl"], "no temp file left behind"
+
+
+def test_an_append_that_cannot_be_made_durable_is_an_error_with_a_code(tmp_path: Path) -> None:
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the mail dir should be")
+    with pytest.raises(StorageFailed) as err:
+        MailLog(blocked / "log.jsonl").append([Join("in_1", "alice", "t1")])
+    assert err.value.code == "storage_failed"

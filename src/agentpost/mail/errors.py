@@ -14,7 +14,8 @@ MailError                      code                 exit
  ├── MailBusy                  mail_busy            75  another sync holds the lock; retry
  ├── RemoteUnreachable         remote_unreachable   3   the message stays queued; retry later
  ├── GitFailed                 git_failed           75  a git command failed; see the message
- └── StateUnreadable           state_unreadable     75  repair or move the named file
+ ├── StateUnreadable           state_unreadable     75  repair or move the named file
+ └── StorageFailed             storage_failed       75  free disk space or fix permissions
 """
 
 from __future__ import annotations
@@ -95,4 +96,9 @@ class GitFailed(MailError):
 
 class StateUnreadable(MailError):
     code = "state_unreadable"
+    exit_code = 75
+
+
+class StorageFailed(MailError):
+    code = "storage_failed"
     exit_code = 75

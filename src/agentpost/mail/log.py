@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from agentpost.mail.errors import StorageFailed
 from agentpost.mail.fsio import atomic_write, ensure_dir, fsync_dir
 
 
@@ -102,19 +103,23 @@ class MailLog:
         if not records:
             return
         data = b"".join(_encoder.encode(r) + b"\n" for r in records)
-        ensure_dir(self.path.parent)
-        created = not self.path.exists()
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            if _ends_torn(fd):
-                # A crash tore the last line; start ours on a fresh line so both are readable.
-                data = b"\n" + data
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if created:
-            fsync_dir(self.path.parent)
+            ensure_dir(self.path.parent)
+            created = not self.path.exists()
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                if _ends_torn(fd):
+                    # A crash tore the last line; start ours on a fresh line so both read.
+                    data = b"\n" + data
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if created:
+                fsync_dir(self.path.parent)
+        except OSError as exc:
+            # Not durable means not done: the caller acts on nothing it failed to log.
+            raise StorageFailed(f"cannot append to {self.path}: {exc}") from exc
 
     def read(self) -> LogRead:
         """Every readable record in order; torn or unknown lines are skipped and counted."""
