@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentpost.mail.errors import StorageFailed
 from agentpost.mail.log import Acked, Join, MailLog, Pinned
@@ -64,3 +66,23 @@ def test_an_append_that_cannot_be_made_durable_is_an_error_with_a_code(tmp_path:
     with pytest.raises(StorageFailed) as err:
         MailLog(blocked / "log.jsonl").append([Join("in_1", "alice", "t1")])
     assert err.value.code == "storage_failed"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    names=st.lists(st.from_regex(r"[a-z][a-z0-9-]{0,12}", fullmatch=True), min_size=1, max_size=6),
+    cut=st.integers(min_value=1, max_value=200),
+)
+def test_any_crash_cut_of_the_last_line_keeps_every_earlier_record(
+    tmp_path_factory: pytest.TempPathFactory, names: list[str], cut: int
+) -> None:
+    log = MailLog(tmp_path_factory.mktemp("log") / "log.jsonl")
+    records = [Join(f"in_{i}", name, "t") for i, name in enumerate(names)]
+    log.append(records)
+    data = log.path.read_bytes()
+    last_start = data.rstrip(b"\n").rfind(b"\n") + 1
+    cut_at = min(len(data) - 1, last_start + cut % max(1, len(data) - last_start - 1))
+    log.path.write_bytes(data[:cut_at])
+    assert log.read().records[: len(records) - 1] == records[:-1]
+    log.append([Join("in_new", "after", "t")])
+    assert log.read().records[-1] == Join("in_new", "after", "t")
