@@ -7,6 +7,7 @@ those are read here and nowhere else.
 from __future__ import annotations
 
 import os
+import sys
 from datetime import timedelta
 
 # An unacknowledged message is dropped by its sender and refused by recipients after this.
@@ -27,9 +28,24 @@ COMPACT_SLACK_LINES = 2000
 
 def inbox_capacity() -> int:
     """Unread messages one session's inbox holds before it leaves new ones unacked."""
-    return int(os.environ.get("AGENTPOST_MAIL_INBOX_CAPACITY", "200"))
+    return int(_positive("AGENTPOST_MAIL_INBOX_CAPACITY", 200))
 
 
 def git_timeout_seconds() -> float:
     """A bound on every git subprocess, so an unreachable remote cannot hang a hook."""
-    return float(os.environ.get("AGENTPOST_MAIL_GIT_TIMEOUT", "30"))
+    return _positive("AGENTPOST_MAIL_GIT_TIMEOUT", 30)
+
+
+def _positive(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        # A typo must not disable a safety bound; say so and keep the default.
+        print(f"agentpost mail: ignoring {name}={raw!r}; using {default:g}", file=sys.stderr)
+        return default
+    return value
