@@ -1,0 +1,90 @@
+"""Addressing: which session a name means (DESIGN.md §7).
+
+Local sessions first — a recipient on this machine needs no ref and no push. Then
+other machines' presence (live or stale) and the senders of mail received here, so
+a reply works after the sender's machine went quiet. One name on two machines is
+ambiguous and needs `--instance-id`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentpost.mail.envelope import Address
+from agentpost.mail.errors import AmbiguousRecipient
+from agentpost.mail.state import MailState
+from agentpost.mail.view import RemoteView
+
+LOCAL = "local"
+PRESENCE = "presence"
+RECEIVED = "received"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    address: Address
+    source: str
+    # Set for a session on this machine: its inbox gets the note directly.
+    local_instance: str | None = None
+
+    def describe(self) -> str:
+        return f"{self.address.name}@{self.address.machine} (instance {self.address.instance_id})"
+
+
+def resolve(
+    name: str, instance_id: str | None, me: str, state: MailState, view: RemoteView
+) -> Candidate | None:
+    """The one session `name` (and `instance_id`, if given) means; None if none is known."""
+    for inst in state.instances.values():
+        if inst.name == name and instance_id in (None, inst.instance_id):
+            addr = Address(me, inst.name, inst.instance_id)
+            return Candidate(addr, LOCAL, local_instance=inst.instance_id)
+    found = _remote_candidates(name, instance_id, me, state, view)
+    if not found:
+        return None
+    machines = {c.address.machine for c in found}
+    if len(machines) > 1:
+        raise AmbiguousRecipient(
+            f"{name!r} is a session on {len(machines)} machines; pass --instance-id: "
+            + "; ".join(c.describe() for c in found),
+            extra={"candidates": [_as_json(c) for c in found]},
+        )
+    # One machine: its presence is current, a remembered sender may be an older instance.
+    by_presence = [c for c in found if c.source == PRESENCE]
+    if len({c.address.instance_id for c in by_presence}) > 1:
+        raise AmbiguousRecipient(
+            f"{name!r} names several sessions on {found[0].address.machine}; pass --instance-id",
+            extra={"candidates": [_as_json(c) for c in by_presence]},
+        )
+    return by_presence[0] if by_presence else found[-1]
+
+
+def _remote_candidates(
+    name: str, instance_id: str | None, me: str, state: MailState, view: RemoteView
+) -> list[Candidate]:
+    found: list[Candidate] = []
+    for machine, doc in sorted(view.valid_presence().items()):
+        if machine == me:
+            continue
+        for inst in doc.instances:
+            if inst.name == name and instance_id in (None, inst.instance_id):
+                found.append(Candidate(Address(machine, inst.name, inst.instance_id), PRESENCE))
+    for imp in state.imported.values():
+        sender = imp.sender
+        if sender.get("machine") == me or sender.get("name") != name:
+            continue
+        if instance_id not in (None, sender.get("instance_id")):
+            continue
+        addr = Address(str(sender["machine"]), name, _opt_str(sender.get("instance_id")))
+        if all(c.address != addr for c in found):
+            found.append(Candidate(addr, RECEIVED))
+    return found
+
+
+def _opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _as_json(c: Candidate) -> dict[str, str | None]:
+    a = c.address
+    return {"machine": a.machine, "instance_id": a.instance_id, "name": a.name}

@@ -1,0 +1,143 @@
+"""A session's inbox: one directory per instance, maildir style (DESIGN.md §7).
+
+`tmp/` → `new/` (unread, counted against capacity) → `cur/` (read). A message file
+is named by its envelope id and created once: a second delivery of the same id is
+a duplicate and changes nothing, so delivery is at-least-once into a deduplicating inbox.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from agentpost.mail.clock import parse_ts
+from agentpost.mail.fsio import ensure_dir, fsync_dir
+from agentpost.mail.limits import inbox_capacity
+
+
+class InboxMessage(msgspec.Struct, frozen=True):
+    id: str
+    sender: dict[str, Any] = msgspec.field(name="from")
+    to: dict[str, Any] = msgspec.field(name="to")
+    body: str = ""
+    sent_at: str = ""
+    expires_at: str = ""
+    received_at: str = ""
+
+    @classmethod
+    def from_envelope(cls, raw: dict[str, Any], received_at: str) -> InboxMessage:
+        """The inbox copy of an envelope already judged acceptable."""
+        return cls(
+            id=raw["id"],
+            sender=raw["from"],
+            to=raw["to"],
+            body=raw["body"],
+            sent_at=raw["sent_at"],
+            expires_at=raw["expires_at"],
+            received_at=received_at,
+        )
+
+
+class Delivery(enum.Enum):
+    DELIVERED = "delivered"
+    DUPLICATE = "duplicate"
+    FULL = "full"
+
+
+class Inbox:
+    """The inbox of one session instance on this machine."""
+
+    def __init__(self, root: Path, instance_id: str) -> None:
+        self.root = root / instance_id
+        # Counted once per Inbox object, then kept current by deliver/mark_read, so
+        # importing N messages costs N, not N × unread.
+        self._unread: int | None = None
+
+    def _folder(self, name: str) -> Path:
+        return self.root / name
+
+    def holds(self, msg_id: str) -> bool:
+        name = f"{msg_id}.json"
+        return (self._folder("new") / name).exists() or (self._folder("cur") / name).exists()
+
+    def unread_count(self) -> int:
+        if self._unread is None:
+            try:
+                self._unread = sum(1 for p in self._folder("new").iterdir() if p.suffix == ".json")
+            except FileNotFoundError:
+                self._unread = 0
+        return self._unread
+
+    def deliver(self, message: InboxMessage) -> Delivery:
+        """Store `message` durably unless it is already here or the inbox is full."""
+        if self.holds(message.id):
+            return Delivery.DUPLICATE
+        if self.unread_count() >= inbox_capacity():
+            return Delivery.FULL
+        for name in ("tmp", "new", "cur"):
+            ensure_dir(self._folder(name))
+        tmp = self._folder("tmp") / f"{message.id}.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, msgspec.json.encode(message))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            # link() fails if the name exists: the one place a duplicate id is refused.
+            os.link(tmp, self._folder("new") / f"{message.id}.json")
+        except FileExistsError:
+            return Delivery.DUPLICATE
+        finally:
+            tmp.unlink()
+        fsync_dir(self._folder("new"))
+        self._unread = self.unread_count() + 1
+        return Delivery.DELIVERED
+
+    def unread(self) -> list[InboxMessage]:
+        return self._list("new")
+
+    def read_messages(self) -> list[InboxMessage]:
+        return self._list("cur")
+
+    def _list(self, name: str) -> list[InboxMessage]:
+        folder = self._folder(name)
+        if not folder.is_dir():
+            return []
+        messages = []
+        for path in folder.glob("*.json"):
+            try:
+                messages.append(msgspec.json.decode(path.read_bytes(), type=InboxMessage))
+            except FileNotFoundError:
+                continue  # moved to cur/ by a concurrent reader; it is listed there
+            except msgspec.DecodeError:
+                print(f"agentpost mail: unreadable inbox file {path}", file=sys.stderr)
+        return sorted(messages, key=lambda m: (m.sent_at, m.id))
+
+    def mark_read(self, ids: list[str]) -> None:
+        """Move shown messages from new/ to cur/, freeing capacity."""
+        if not ids:
+            return
+        for msg_id in ids:
+            src = self._folder("new") / f"{msg_id}.json"
+            if src.exists():
+                os.replace(src, self._folder("cur") / src.name)
+                if self._unread is not None:
+                    self._unread -= 1
+        fsync_dir(self._folder("new"))
+        fsync_dir(self._folder("cur"))
+
+    def prune_read(self, now: datetime) -> int:
+        """Drop read messages past their expiry; dedup no longer needs them then."""
+        dropped = 0
+        for msg in self.read_messages():
+            if parse_ts(msg.expires_at) <= now:
+                (self._folder("cur") / f"{msg.id}.json").unlink(missing_ok=True)
+                dropped += 1
+        return dropped
