@@ -57,3 +57,23 @@ def test_fingerprint_differs_when_body_differs(a: object, b: object) -> None:
     assert (fingerprint("r", "room", a) == fingerprint("r", "room", b)) == same
     assert fingerprint("r", "room", a) != fingerprint("r", "other", a)
     assert sha256_hex(a) == sha256_hex(json.loads(canonical(a)))
+
+
+json_values_wide = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53) + 1, 2**53 - 1)
+    | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(json_values_wide)
+def test_fast_canonical_path_equals_the_reference_jcs(value: object) -> None:
+    import rfc8785
+
+    assert canonical(value) == rfc8785.dumps(value)
