@@ -36,6 +36,8 @@ class Code(StrEnum):
     MEMBER_EXISTS = "member_exists"
     ROOM_EXISTS = "room_exists"
     ROOM_ARCHIVED = "room_archived"
+    THREAD_CONFLICT = "thread_conflict"
+    SEND_NOT_FOUND = "send_not_found"
     IDEMPOTENCY_IN_FLIGHT = "idempotency_in_flight"
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
     COMMAND_REJECTED = "command_rejected"

@@ -25,7 +25,7 @@ from agentpost.hub.errors import error_response, handle_agentpost_error, handle_
 from agentpost.hub.idempotency import Idempotency
 from agentpost.hub.metrics import HubMetrics
 from agentpost.hub.notify import Notifier
-from agentpost.hub.routes import admin, events, inbox, messages, meta, rooms
+from agentpost.hub.routes import admin, events, inbox, messages, meta, rooms, threads
 from agentpost.hub.state import Hub
 from agentpost.store.engine import Engine
 from agentpost.store.open import open_engine
@@ -50,6 +50,8 @@ ROUTES = [
     Route("/v1/rooms/{room}/archive", rooms.set_archived, methods=["POST"]),
     Route("/v1/rooms/{room}/unarchive", rooms.set_archived, methods=["POST"]),
     Route("/v1/rooms/{room}/media", messages.post_media, methods=["POST"]),
+    Route("/v1/workspaces/{ws}/threads/ensure", threads.ensure_thread, methods=["POST"]),
+    Route("/v1/rooms/{room}/sends", threads.send_state, methods=["GET"]),
     Route("/v1/rooms/{room}/events", events.list_events, methods=["GET"]),
     Route("/v1/rooms/{room}/stream", events.stream, methods=["GET"]),
     Route("/v1/media/{media}", messages.get_media, methods=["GET"]),

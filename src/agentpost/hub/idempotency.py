@@ -11,6 +11,7 @@
   409 `idempotency_in_flight` with `state: running`.
 - A refusal for content (`Rejected`) is recorded as state `rejected` and replayed as such;
   every other refusal rolls back with the job and leaves the key unused.
+- Send state (§5): a key's record is readable by its sender, whatever became of the room.
 """
 
 from __future__ import annotations
@@ -106,6 +107,22 @@ class Idempotency:
         """The live record of a key, for the send-state route (§5)."""
         rec = await self.engine.read(lambda db: keys.get(db, member_id, key))
         return rec if rec is not None and rec.created_at >= self._cutoff() else None
+
+    async def send_state(self, member_id: str, key: str, room_id: str) -> KeyRecord:
+        """What the hub recorded for the caller's key in `room_id` (send state, §5).
+
+        Looked up under the caller's own member id, so only a key's sender can read it, and
+        before anything about the room: a delivered key is reported even after its room was
+        archived or its sender left it. A created record counts in its own room only; a
+        rejected one names no room (its refusal made no event) while its key is spent for
+        its member everywhere, so it is reported wherever asked. Nothing live: 404
+        `send_not_found`, and the key is unused."""
+        rec = await self.lookup(member_id, key)
+        if rec is None or (rec.room_id is not None and rec.room_id != room_id):
+            raise RequestError(
+                Code.SEND_NOT_FOUND, "nothing is recorded for this key in this room; it is unused"
+            )
+        return rec
 
     async def run(
         self, member_id: str, key: str, fp: str, create: Callable[[Tx], Created]

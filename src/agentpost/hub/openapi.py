@@ -27,6 +27,8 @@ from agentpost.hub.schemas import (
     RoomIn,
     RoomOut,
     WorkspaceIn,
+    ThreadIn,
+    ThreadOut,
 )
 
 # Response envelopes: documentation only, checked against the live hub by the schemathesis test.
@@ -115,6 +117,22 @@ class Capabilities(msgspec.Struct):
     features: list[str]
 
 
+class SendState(msgspec.Struct):
+    """What the hub recorded for a key (DESIGN.md §5): `response` is the stored answer."""
+
+    key: str
+    room: str | None
+    state: Literal["created", "rejected"]
+    status: int
+    event: Event | None
+    response: dict[str, Any]
+    recorded_at: str
+
+
+class SendReply(msgspec.Struct):
+    send: SendState
+
+
 class ErrorDetail(msgspec.Struct):
     """`field` names the offending input; `state` and `reason` come with some codes (§3)."""
 
@@ -151,6 +169,7 @@ _STRUCTS: list[type[msgspec.Struct]] = [
     Capabilities,
     ErrorBody,
 ]
+_STRUCTS += [ThreadIn, ThreadOut, SendReply]  # threads (DESIGN.md §5)
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -520,6 +539,37 @@ def _operations() -> dict[str, dict[str, Any]]:
             )
         },
         "/v1/me": {"get": _op("me", (200, _json("Me")), [*AUTH, *WRITE], security=MEMBER)},
+        **_thread_operations(),
+    }
+
+
+def _thread_operations() -> dict[str, dict[str, Any]]:
+    """Threads (DESIGN.md §5): ensure the one thread; a key's send state."""
+    ensure = _op(
+        "ensure_thread",
+        (201, _json("ThreadOut")),
+        [*AUTH, *BODY, Code.NO_WORKSPACE, Code.NOT_FOUND, Code.THREAD_CONFLICT, *WRITE],
+        security=MEMBER,
+        params=[WS],
+        body="ThreadIn",
+    )
+    ensure["responses"]["200"] = {"description": "it was there already", **_json("ThreadOut")}
+    key = {
+        **_query("key", IDEMPOTENCY_KEY["schema"], "the Idempotency-Key the send used"),
+        "required": True,
+    }
+    return {
+        "/v1/workspaces/{ws}/threads/ensure": {"post": ensure},
+        "/v1/rooms/{room}/sends": {
+            "get": _op(
+                "send_state",
+                (200, _json("SendReply")),
+                [*AUTH, Code.INVALID_REQUEST, Code.INVALID_IDEMPOTENCY_KEY]
+                + [Code.SEND_NOT_FOUND, Code.NOT_FOUND, *WRITE],
+                security=MEMBER,
+                params=[ROOM_ID, key],
+            )
+        },
     }
 
 

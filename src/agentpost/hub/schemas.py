@@ -101,3 +101,30 @@ class MediaOut(msgspec.Struct):
     size: int
     sha256: str
     url: str
+
+
+class ThreadIn(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /v1/workspaces/{ws}/threads/ensure` (DESIGN.md §5); `owner` defaults to the caller."""
+
+    name: Name
+    owner: Name | None = None
+
+
+class ThreadOut(msgspec.Struct):
+    thread_id: str
+    workspace: str
+    name: str
+    owner: str
+    created: bool
+
+
+class SendOut(msgspec.Struct):
+    """Send state (§5): the key's record; `response` is the stored answer as first sent."""
+
+    key: str
+    room: str | None
+    state: str
+    status: int
+    event: msgspec.Raw | None
+    response: msgspec.Raw
+    recorded_at: str

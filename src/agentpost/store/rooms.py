@@ -102,14 +102,16 @@ def is_participant(db: Db, room_id: str, member_id: str) -> bool:
 
 
 def add_participant(db: Db, room_id: str, member_id: str) -> bool:
-    """True when the member was added, False when it already was a participant."""
-    if is_participant(db, room_id, member_id):
-        return False
-    db.run(
-        "INSERT INTO participants (room_id, member_id, added_at) VALUES (?, ?, ?)",
-        (room_id, member_id, now_ms()),
+    """True when the member was added, False when it already was a participant. Two hub
+    processes adding the same member at once both succeed (the second does nothing)."""
+    return (
+        db.run(
+            "INSERT INTO participants (room_id, member_id, added_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (room_id, member_id) DO NOTHING",
+            (room_id, member_id, now_ms()),
+        )
+        == 1
     )
-    return True
 
 
 def remove_participant(db: Db, room_id: str, member_id: str) -> bool:

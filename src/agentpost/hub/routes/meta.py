@@ -12,7 +12,7 @@ from agentpost.hub.errors import json_response
 from agentpost.hub.openapi import document
 from agentpost.hub.state import hub_of
 
-FEATURES = ["room_post_idempotency", "media", "sse", "inbox"]
+FEATURES = ["room_post_idempotency", "media", "sse", "inbox", "threads"]
 
 
 async def healthz(request: Request) -> Response:

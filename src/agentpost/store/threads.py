@@ -1,0 +1,26 @@
+"""Threads: rooms of kind `thread` with an owner (DESIGN.md §5), made at most once.
+
+The insert leans on the unique (workspace, name) index instead of a look-first check, so two
+hub processes asking at once make one room: on PostgreSQL the second insert waits for the
+first transaction and then does nothing, and the caller reads the room that won.
+"""
+
+from __future__ import annotations
+
+from agentpost.core.clock import now_ms
+from agentpost.core.ids import new_id
+from agentpost.store.engine import Db
+
+KIND = "thread"
+
+
+def insert_if_absent(db: Db, workspace_id: str, name: str, owner: str) -> bool:
+    """Make thread `name` owned by `owner` (a member name) unless a room of that name exists
+    in the workspace; True when this call made it."""
+    inserted = db.run(
+        "INSERT INTO rooms (id, workspace_id, name, kind, mode, master, archived, owner,"
+        " sensitive_filter, last_seq, created_at) VALUES (?, ?, ?, ?, 'dynamic', NULL, 0, ?, 0, 0, ?)"
+        " ON CONFLICT (workspace_id, name) DO NOTHING",
+        (new_id("rm"), workspace_id, name, KIND, owner, now_ms()),
+    )
+    return inserted == 1
