@@ -20,6 +20,7 @@ def _register() -> None:
     from agentpost.cli import mail as _mail  # noqa: F401
     from agentpost.cli import rooms as _rooms  # noqa: F401
     from agentpost.cli import serve as _serve  # noqa: F401
+    from agentpost.cli import thread as _thread  # noqa: F401
 
 
 _register()

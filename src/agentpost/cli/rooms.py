@@ -148,6 +148,8 @@ def tail(
 @json_option
 def capabilities(hub: str, token: str | None, as_json: bool) -> None:
     """What the hub (and this CLI) can do."""
+    from agentpost.cli.thread import CLI_CAPABILITIES
+
     with hub_errors(as_json), client(hub, None) as c:
-        caps = c.capabilities()
+        caps = {**c.capabilities(), **CLI_CAPABILITIES}
     emit(as_json, caps, lambda: console.print_json(data=caps))

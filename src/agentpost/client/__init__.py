@@ -2,8 +2,19 @@
 
 from agentpost.client.asyncclient import AsyncHubClient, hub_url_from_env
 from agentpost.client.errors import HubError, HubRefused, HubUnavailable, HubUnreachable
-from agentpost.client.models import Event, InboxPage, Media, Member, PostResult, Room
+from agentpost.client.models import (
+    Event,
+    InboxPage,
+    Media,
+    Member,
+    PostResult,
+    Room,
+    SendState,
+    Thread,
+    ThreadSend,
+)
 from agentpost.client.syncclient import HubClient
+from agentpost.client.threads import SEND_CODES, SendCode
 
 __all__ = [
     "AsyncHubClient",
@@ -18,5 +29,10 @@ __all__ = [
     "Member",
     "PostResult",
     "Room",
+    "SEND_CODES",
+    "SendCode",
+    "SendState",
+    "Thread",
+    "ThreadSend",
     "hub_url_from_env",
 ]

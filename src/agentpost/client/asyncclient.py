@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import httpx
 import msgspec
 
+from agentpost.client import threads
 from agentpost.client.errors import HubError, HubRefused, HubUnavailable, HubUnreachable
 from agentpost.client.models import (
     Event,
@@ -19,6 +20,9 @@ from agentpost.client.models import (
     NewMember,
     PostResult,
     Room,
+    SendState,
+    Thread,
+    ThreadSend,
 )
 
 T = TypeVar("T")
@@ -54,6 +58,7 @@ class AsyncHubClient:
         self.hub = (hub or hub_url_from_env()).rstrip("/")
         token = token if token is not None else os.environ.get("AGENTPOST_TOKEN")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.has_token = bool(token)
         self._http = httpx.AsyncClient(
             base_url=self.hub, headers=headers, timeout=timeout, transport=transport
         )
@@ -238,6 +243,29 @@ class AsyncHubClient:
         action = "archive" if archived else "unarchive"
         resp = await self.request("POST", f"/v1/rooms/{room_id}/{action}")
         return msgspec.convert(resp.json()["room"], Room)
+
+    # -- threads (DESIGN.md §5; the rules and codes are in client/threads.py) ---------
+
+    async def ensure_thread(self, workspace: str, name: str, owner: str | None = None) -> Thread:
+        """Make or return the thread `name` of `owner` (default: you); one even when asked
+        at once from many places; an archived one comes back unarchived."""
+        return await threads.ensure_thread(self, workspace, name, owner)
+
+    async def archive_thread(self, thread: str) -> Room:
+        return await threads.set_thread_archived(self, thread, True)
+
+    async def unarchive_thread(self, thread: str) -> Room:
+        return await threads.set_thread_archived(self, thread, False)
+
+    async def thread_send(
+        self, thread: str, text: str, *, key: str | None = None, acting_for: str | None = None
+    ) -> ThreadSend:
+        """Send `text` once per `key`; failures are `HubError`s with §5's codes."""
+        return await threads.thread_send(self, thread, text, key, acting_for)
+
+    async def send_state(self, room_id: str, key: str) -> SendState | None:
+        """What the hub recorded for the Idempotency-Key `key` in the room; None: unused."""
+        return await threads.send_state(self, room_id, key)
 
 
 async def _sse_events(resp: httpx.Response) -> AsyncIterator[Event]:

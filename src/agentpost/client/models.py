@@ -83,3 +83,35 @@ class InboxItem(msgspec.Struct):
 class InboxPage(msgspec.Struct):
     items: list[InboxItem]
     cursor: int
+
+
+class Thread(msgspec.Struct):
+    """The one thread `name` of `owner` (DESIGN.md §5); `created` when this call made it."""
+
+    thread_id: str
+    workspace: str
+    name: str
+    owner: str
+    created: bool
+
+
+class ThreadSend(msgspec.Struct):
+    """A thread send's outcome (§5). `delivery`: `sent` (this call posted), `replayed` (the
+    hub answered a repeat from its record) or `delivered` (learned from the send state)."""
+
+    thread_id: str
+    message_id: str
+    command_id: str
+    delivery: str
+
+
+class SendState(msgspec.Struct):
+    """What the hub recorded for a key (§5): `state` created or rejected, the stored answer."""
+
+    key: str
+    room: str | None
+    state: str
+    status: int
+    event: Event | None
+    response: dict[str, Any]
+    recorded_at: str

@@ -26,9 +26,9 @@ from agentpost.hub.schemas import (
     Name,
     RoomIn,
     RoomOut,
-    WorkspaceIn,
     ThreadIn,
     ThreadOut,
+    WorkspaceIn,
 )
 
 # Response envelopes: documentation only, checked against the live hub by the schemathesis test.
