@@ -158,7 +158,8 @@ def test_removed_member_is_refused_at_once(setup: Setup) -> None:
     with setup.hub.client(setup.tokens["helper"]) as helper:
         with setup.hub.client(setup.hub.admin_token) as admin:
             admin.delete("/v1/admin/workspaces/acme/members/helper", params={"hard": "true"})
-        assert helper.get("/v1/me").status_code == 401
+        gone = helper.get("/v1/me")
+        assert (gone.status_code, gone.json()["error"]["code"]) == (403, "agent_removed")
     with setup.hub.client(setup.tokens["alice"]) as a:
         ev = post(a, setup.room, "@bot @helper anyone?")
         assert ev["targets"] == []

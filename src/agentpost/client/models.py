@@ -29,6 +29,7 @@ class Event(msgspec.Struct):
     reply_kind: str | None
     targets: list[str]
     created_at: str
+    route: str = ""
 
 
 class Room(msgspec.Struct):

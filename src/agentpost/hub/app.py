@@ -10,6 +10,7 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -26,6 +27,7 @@ from agentpost.hub.idempotency import Idempotency
 from agentpost.hub.metrics import HubMetrics
 from agentpost.hub.notify import Notifier
 from agentpost.hub.routes import admin, events, inbox, messages, meta, rooms, threads
+from agentpost.hub.routing.router import LlmSettings
 from agentpost.hub.state import Hub
 from agentpost.store.engine import Engine
 from agentpost.store.open import open_engine
@@ -46,6 +48,7 @@ ROUTES = [
     Route("/v1/workspaces/{ws}/rooms", rooms.create_room, methods=["POST"]),
     Route("/v1/workspaces/{ws}/rooms", rooms.list_rooms, methods=["GET"]),
     Route("/v1/rooms/{room}", rooms.get_room, methods=["GET"]),
+    Route("/v1/rooms/{room}", rooms.update_settings, methods=["PATCH"]),
     Route("/v1/rooms/{room}/participants/{name}", rooms.set_participant, methods=["PUT", "DELETE"]),
     Route("/v1/rooms/{room}/archive", rooms.set_archived, methods=["POST"]),
     Route("/v1/rooms/{room}/unarchive", rooms.set_archived, methods=["POST"]),
@@ -124,6 +127,8 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             metrics=HubMetrics(),
             admin_hash=admin_hash,
             tokens=TokenCache(enabled=not eng.shared),
+            http=httpx.AsyncClient(),
+            router_settings=LlmSettings.from_env(),
         )
         hub.metrics.watch_in_flight(hub.idempotency.in_flight)
         eng.on_notify(hub.notifier.notify)
@@ -135,6 +140,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
+            await hub.http.aclose()
             await eng.close()
 
     return Starlette(

@@ -66,6 +66,11 @@ async def member(request: Request, hub: HasAuth) -> Member:
     if found is not None:
         hub.tokens.put(hashed, found)
     if found is None:
+        gone = await hub.engine.read(lambda db: members.tombstone(db, hashed))
+        if gone is not None:
+            name, kind = gone
+            code = Code.AGENT_REMOVED if kind == "agent" else Code.MEMBER_REMOVED
+            raise AuthError(code, f"member {name!r} was removed from the workspace")
         raise AuthError(Code.UNAUTHORIZED, "unknown token")
     if found.status != "active":
         code = Code.AGENT_REMOVED if found.kind == "agent" else Code.MEMBER_REMOVED

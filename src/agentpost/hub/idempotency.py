@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import msgspec
@@ -125,8 +125,15 @@ class Idempotency:
         return rec
 
     async def run(
-        self, member_id: str, key: str, fp: str, create: Callable[[Tx], Created]
+        self,
+        member_id: str,
+        key: str,
+        fp: str,
+        create: Callable[[Tx], Created],
+        prepare: Callable[[], Awaitable[None]] | None = None,
     ) -> Answer:
+        """Answer a keyed request; `prepare` runs only when the key is new (before the
+        write), so a replay does no work beyond the lookup."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_seconds
         slot = (member_id, key)
@@ -149,6 +156,8 @@ class Idempotency:
         mine: asyncio.Future[None] = loop.create_future()
         self._in_flight[slot] = mine
         try:
+            if prepare is not None:
+                await prepare()
             outcome = await self.engine.write(
                 lambda tx: self._claim(tx, member_id, key, fp, create)
             )

@@ -26,6 +26,7 @@ from agentpost.hub.schemas import (
     Name,
     RoomIn,
     RoomOut,
+    RoomSettingsIn,
     ThreadIn,
     ThreadOut,
     WorkspaceIn,
@@ -151,6 +152,7 @@ _STRUCTS: list[type[msgspec.Struct]] = [
     WorkspaceIn,
     MemberIn,
     RoomIn,
+    RoomSettingsIn,
     MessageIn,
     AckIn,
     WorkspaceReply,
@@ -427,7 +429,15 @@ def _operations() -> dict[str, dict[str, Any]]:
                 room_codes,
                 security=MEMBER_OR_ADMIN,
                 params=[ROOM_ID],
-            )
+            ),
+            "patch": _op(
+                "update_room_settings",
+                (200, _json("RoomReply")),
+                [*room_codes, *BODY, Code.FORBIDDEN],
+                security=MEMBER_OR_ADMIN,
+                params=[ROOM_ID],
+                body="RoomSettingsIn",
+            ),
         },
         "/v1/rooms/{room}/participants/{name}": {
             "put": _op(

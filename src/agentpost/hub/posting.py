@@ -14,8 +14,9 @@ from agentpost.core.clock import now_ms, rfc3339
 from agentpost.core.errors import AuthError, Code, RequestError
 from agentpost.core.ids import new_id
 from agentpost.hub import routing
-from agentpost.hub.idempotency import Created
+from agentpost.hub.idempotency import Created, Rejected
 from agentpost.hub.notify import inbox_key, room_key
+from agentpost.hub.routing import sensitive
 from agentpost.hub.schemas import Attachment, Event
 from agentpost.store import events, inbox, media, rooms
 from agentpost.store.engine import Db, Tx
@@ -53,12 +54,18 @@ def append_event(
     metadata: dict[str, Any],
     in_reply_to: str | None,
     reply_kind: str | None,
+    router_choice: str | None = None,
 ) -> tuple[Event, bytes]:
-    """Take the next seq, store the event and its inbox rows; wake streams after commit."""
-    woken = routing.targets(tx, sender, text)
+    """Route, take the next seq, store the event and its inbox rows; wake after commit."""
+    event_id = new_id("ev")
+    decision = routing.route(
+        tx, room, sender, routing.Message(event_id, text, in_reply_to, reply_kind), router_choice
+    )
+    for m in decision.joins:
+        rooms.add_participant(tx, room.id, m.id)
     seq = rooms.next_seq(tx, room.id)
     ev = Event(
-        id=new_id("ev"),
+        id=event_id,
         room=room.id,
         seq=seq,
         sender=sender.name,
@@ -66,23 +73,42 @@ def append_event(
         type=type_,
         text=text,
         attachments=attachments,
-        metadata=metadata,
+        metadata={**metadata, **decision.marks},
         in_reply_to=in_reply_to,
         reply_kind=reply_kind,
-        targets=[m.name for m in woken],
+        targets=[m.name for m in decision.targets],
         created_at=rfc3339(now_ms()),
+        route=decision.route,
     )
     body = _encode(ev)
     events.insert(tx, room.id, seq, ev.id, body)
-    inbox.add(tx, [m.id for m in woken], room.id, seq)
+    inbox.add(tx, [m.id for m in decision.targets], room.id, seq)
     tx.notify(room_key(room.id))
-    for m in woken:
+    for m in decision.targets:
         tx.notify(inbox_key(m.id))
     return ev, body
 
 
-def create_message(tx: Tx, room_id: str, sender: Member, normalized: dict[str, Any]) -> Created:
+def refuse_secrets(room: Room, text: str) -> None:
+    """The room's sensitive-data filter (§4); the refusal spends the key."""
+    if room.sensitive_filter and text:
+        found = sensitive.findings(text)
+        if found:
+            raise Rejected(
+                f"refused: the text looks like it carries a secret ({', '.join(found)})",
+                reason="sensitive_data",
+            )
+
+
+def create_message(
+    tx: Tx,
+    room_id: str,
+    sender: Member,
+    normalized: dict[str, Any],
+    router_choice: str | None = None,
+) -> Created:
     room = sendable_room(tx, room_id, sender)
+    refuse_secrets(room, normalized["text"])
     ids: list[str] = normalized["attachments"]
     found = {m.id: m for m in media.by_ids(tx, room.id, ids)}
     missing = [i for i in ids if i not in found]
@@ -102,6 +128,7 @@ def create_message(tx: Tx, room_id: str, sender: Member, normalized: dict[str, A
         metadata=normalized["metadata"],
         in_reply_to=normalized["in_reply_to"],
         reply_kind=normalized["reply_kind"],
+        router_choice=router_choice,
     )
     return Created(201, b'{"event":' + body + b"}", room.id, ev.id)
 
@@ -110,6 +137,7 @@ def create_media_event(
     tx: Tx, room_id: str, sender: Member, row: MediaRow, caption: str
 ) -> Created:
     room = sendable_room(tx, room_id, sender)
+    refuse_secrets(room, caption)
     stored = MediaRow(
         id=row.id,
         room_id=room.id,

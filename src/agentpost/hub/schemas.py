@@ -12,6 +12,7 @@ import msgspec
 # `(?!\n)`: Python's `$` also matches before a final newline, JSON Schema's does not.
 Name = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}(?!\n)$")]
 ReplyKind = Literal["result", "error", "needs_input", "cancelled"]
+RouterPolicy = Literal["none", "sole-agent", "llm"]
 
 
 class WorkspaceIn(msgspec.Struct, forbid_unknown_fields=True):
@@ -31,6 +32,16 @@ class RoomIn(msgspec.Struct, forbid_unknown_fields=True):
     master: Name | None = None
     participants: list[Name] = []
     sensitive_filter: bool = False
+    router: RouterPolicy = "sole-agent"
+
+
+class RoomSettingsIn(msgspec.Struct, forbid_unknown_fields=True):
+    """How a room routes (DESIGN.md §4); only the fields given change."""
+
+    mode: Literal["dynamic", "master"] | None = None
+    master: Name | None = None
+    router: RouterPolicy | None = None
+    sensitive_filter: bool | None = None
 
 
 class MessageIn(msgspec.Struct, forbid_unknown_fields=True):
@@ -69,6 +80,7 @@ class Event(msgspec.Struct):
     reply_kind: str | None
     targets: list[str]
     created_at: str
+    route: str = ""  # why `targets` were woken (DESIGN.md §4); more EVENT fields may follow
 
 
 class RoomOut(msgspec.Struct):
@@ -83,6 +95,7 @@ class RoomOut(msgspec.Struct):
     sensitive_filter: bool
     last_seq: int
     participants: list[str]
+    router: str = "sole-agent"
 
 
 class MemberOut(msgspec.Struct):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import httpx
 from starlette.requests import Request
 
 from agentpost.hub.auth import TokenCache
@@ -12,6 +13,7 @@ from agentpost.hub.config import HubConfig
 from agentpost.hub.idempotency import Idempotency
 from agentpost.hub.metrics import HubMetrics
 from agentpost.hub.notify import Notifier
+from agentpost.hub.routing.router import LlmSettings
 from agentpost.store.engine import Engine
 
 
@@ -25,6 +27,8 @@ class Hub:
     metrics: HubMetrics
     admin_hash: str
     tokens: TokenCache
+    http: httpx.AsyncClient  # outbound calls: the llm router
+    router_settings: LlmSettings | None
 
 
 def hub_of(request: Request) -> Hub:

@@ -29,3 +29,13 @@ def by_id(db: Db, event_id: str) -> tuple[str, int, bytes] | None:
 
 def replace_body(db: Db, event_id: str, body: bytes) -> None:
     db.run("UPDATE events SET body = ? WHERE id = ?", (body, event_id))
+
+
+def lock(db: Db, event_id: str) -> tuple[str, int, bytes] | None:
+    """`by_id` holding the event's row lock until the transaction ends (FOR UPDATE on
+    PostgreSQL; SQLite's single write transaction already excludes every other writer)."""
+    sql = "SELECT room_id, seq, body FROM events WHERE id = ?"
+    if db.dialect == "postgres":
+        sql += " FOR UPDATE"
+    row = db.one(sql, (event_id,))
+    return (row[0], int(row[1]), bytes(row[2])) if row else None

@@ -115,6 +115,13 @@ def remove_member(db: Db, member_id: str, hard: bool) -> None:
     """Soft: status removed, row and tokens kept (so the hub can say `agent_removed`).
     Hard: the member, its tokens, participations and inbox are deleted."""
     if hard:
+        # Keep the token hashes as tombstones: the hub can still say "removed" (403).
+        db.run(
+            "INSERT INTO token_tombstones (hash, name, kind, removed_at)"
+            " SELECT t.hash, m.name, m.kind, ? FROM tokens t JOIN members m ON m.id = t.member_id"
+            " WHERE t.member_id = ? ON CONFLICT (hash) DO NOTHING",
+            (now_ms(), member_id),
+        )
         db.run("DELETE FROM tokens WHERE member_id = ?", (member_id,))
         db.run("DELETE FROM participants WHERE member_id = ?", (member_id,))
         db.run("DELETE FROM inbox WHERE member_id = ?", (member_id,))
@@ -134,3 +141,9 @@ def set_inbox_cursor(db: Db, member_id: str, cursor: int) -> None:
 def inbox_cursor(db: Db, member_id: str) -> int:
     row = db.one("SELECT inbox_cursor FROM members WHERE id = ?", (member_id,))
     return int(row[0]) if row else 0
+
+
+def tombstone(db: Db, hashed: str) -> tuple[str, str] | None:
+    """(name, kind) of the hard-removed member a token belonged to."""
+    row = db.one("SELECT name, kind FROM token_tombstones WHERE hash = ?", (hashed,))
+    return (row[0], row[1]) if row else None

@@ -32,6 +32,7 @@ class Room(msgspec.Struct, frozen=True):
     owner: str | None
     sensitive_filter: bool
     last_seq: int
+    router: str = "sole-agent"
 
 
 class KeyRecord(msgspec.Struct, frozen=True):

@@ -7,7 +7,7 @@ from agentpost.core.ids import new_id
 from agentpost.store.engine import Db, Row
 from agentpost.store.models import Room
 
-_COLS = "id, workspace_id, name, kind, mode, master, archived, owner, sensitive_filter, last_seq"
+_COLS = "id, workspace_id, name, kind, mode, master, archived, owner, sensitive_filter, last_seq, router"
 
 
 def _room(row: Row) -> Room:
@@ -22,6 +22,7 @@ def _room(row: Row) -> Room:
         owner=row[7],
         sensitive_filter=bool(row[8]),
         last_seq=int(row[9]),
+        router=row[10],
     )
 
 
@@ -34,14 +35,26 @@ def create_room(
     master: str | None,
     owner: str | None,
     sensitive_filter: bool,
+    router: str = "sole-agent",
 ) -> Room | None:
     """The new room, or None when the name is taken in the workspace."""
     if db.one("SELECT 1 FROM rooms WHERE workspace_id = ? AND name = ?", (workspace_id, name)):
         return None
     rid = new_id("rm")
     db.run(
-        f"INSERT INTO rooms ({_COLS}, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0, ?)",
-        (rid, workspace_id, name, kind, mode, master, owner, int(sensitive_filter), now_ms()),
+        f"INSERT INTO rooms ({_COLS}, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0, ?, ?)",
+        (
+            rid,
+            workspace_id,
+            name,
+            kind,
+            mode,
+            master,
+            owner,
+            int(sensitive_filter),
+            router,
+            now_ms(),
+        ),
     )
     return Room(
         id=rid,
@@ -54,6 +67,7 @@ def create_room(
         owner=owner,
         sensitive_filter=sensitive_filter,
         last_seq=0,
+        router=router,
     )
 
 
@@ -125,6 +139,26 @@ def participant_names(db: Db, room_id: str) -> list[str]:
     rows = db.all(
         "SELECT m.name FROM participants p JOIN members m ON m.id = p.member_id"
         " WHERE p.room_id = ? ORDER BY m.name",
+        (room_id,),
+    )
+    return [r[0] for r in rows]
+
+
+def update_settings(
+    db: Db, room_id: str, mode: str, master: str | None, router: str, sensitive_filter: bool
+) -> None:
+    """Change how the room routes (DESIGN.md §4: a human participant may)."""
+    db.run(
+        "UPDATE rooms SET mode = ?, master = ?, router = ?, sensitive_filter = ? WHERE id = ?",
+        (mode, master, router, int(sensitive_filter), room_id),
+    )
+
+
+def live_agent_participants(db: Db, room_id: str) -> list[str]:
+    """Names of the room's participants that are active agents, by name."""
+    rows = db.all(
+        "SELECT m.name FROM participants p JOIN members m ON m.id = p.member_id"
+        " WHERE p.room_id = ? AND m.kind = 'agent' AND m.status = 'active' ORDER BY m.name",
         (room_id,),
     )
     return [r[0] for r in rows]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -13,11 +14,12 @@ from agentpost.core.clock import now_ms
 from agentpost.core.errors import AgentpostError, Code, RequestError
 from agentpost.core.ids import new_id
 from agentpost.core.jcs import canonical
-from agentpost.hub import auth, idempotency, posting
+from agentpost.hub import auth, idempotency, posting, routing
 from agentpost.hub.decode import read_json
 from agentpost.hub.errors import json_response
 from agentpost.hub.idempotency import Answer, Created
 from agentpost.hub.routes.rooms import visible_room
+from agentpost.hub.routing import router
 from agentpost.hub.schemas import MessageIn
 from agentpost.hub.state import Hub, hub_of
 from agentpost.store import media
@@ -41,7 +43,7 @@ def normalize(body: MessageIn) -> dict[str, Any]:
         canonical(body.metadata)  # refuse what a fingerprint could not represent, keyed or not
     return {
         "text": text,
-        "metadata": body.metadata,
+        "metadata": routing.strip_server_owned(body.metadata),
         "in_reply_to": body.in_reply_to,
         "reply_kind": body.reply_kind,
         "attachments": list(dict.fromkeys(body.attachments)),
@@ -54,15 +56,23 @@ def answer_response(ans: Answer, keyed: bool) -> Response:
 
 
 async def _post(
-    hub: Hub, route: str, member_id: str, key: str | None, fp: str | None, create: Any
+    hub: Hub,
+    route: str,
+    member_id: str,
+    key: str | None,
+    fp: str | None,
+    create: Any,
+    prepare: Callable[[], Awaitable[None]] | None = None,
 ) -> Response:
     """Run one post through the key rules (or straight, without a key); count it."""
     started = time.perf_counter()
     outcome = "error"
     try:
         if key is not None and fp is not None:
-            ans = await hub.idempotency.run(member_id, key, fp, create)
+            ans = await hub.idempotency.run(member_id, key, fp, create, prepare)
         else:
+            if prepare is not None:
+                await prepare()
             made: Created = await hub.engine.write(create)
             ans = Answer(made.status, made.body, idempotency.CREATED)
         outcome = ans.idempotency_status if ans.status < 300 else "rejected"
@@ -87,10 +97,23 @@ async def post_message(request: Request) -> Response:
     normalized = normalize(body)
     fp = idempotency.fingerprint(MESSAGES_ROUTE, room_id, normalized) if key else None
 
-    def create(tx: Tx) -> Created:
-        return posting.create_message(tx, room_id, member, normalized)
+    asked: dict[str, str] = {}
 
-    return await _post(hub, MESSAGES_ROUTE, member.id, key, fp, create)
+    async def ask_router() -> None:
+        # Only a new post of a human with no live mention in an `llm` room asks the model,
+        # before the write transaction (§4); a replay never does.
+        candidates = await hub.engine.read(
+            lambda db: router.llm_candidates(db, room_id, member, normalized["text"])
+        )
+        if candidates is not None:
+            asked["choice"] = await router.ask_llm(
+                hub.router_settings, hub.http, candidates, normalized["text"]
+            )
+
+    def create(tx: Tx) -> Created:
+        return posting.create_message(tx, room_id, member, normalized, asked.get("choice"))
+
+    return await _post(hub, MESSAGES_ROUTE, member.id, key, fp, create, ask_router)
 
 
 async def post_media(request: Request) -> Response:

@@ -10,7 +10,7 @@ from agentpost.core.errors import AuthError, Code, RequestError
 from agentpost.hub import auth
 from agentpost.hub.decode import read_json
 from agentpost.hub.errors import json_response
-from agentpost.hub.schemas import RoomIn, RoomOut
+from agentpost.hub.schemas import RoomIn, RoomOut, RoomSettingsIn
 from agentpost.hub.state import Hub, hub_of
 from agentpost.store import members, rooms
 from agentpost.store.engine import Db, Tx
@@ -30,6 +30,7 @@ def room_out(db: Db, room: Room, workspace: str) -> RoomOut:
         sensitive_filter=room.sensitive_filter,
         last_seq=room.last_seq,
         participants=rooms.participant_names(db, room.id),
+        router=room.router,
     )
 
 
@@ -80,7 +81,15 @@ async def create_room(request: Request) -> Response:
                 Code.INVALID_REQUEST, "the master must be an agent", field="$.master"
             )
         room = rooms.create_room(
-            tx, ws.id, body.name, body.kind, body.mode, body.master, None, body.sensitive_filter
+            tx,
+            ws.id,
+            body.name,
+            body.kind,
+            body.mode,
+            body.master,
+            None,
+            body.sensitive_filter,
+            body.router,
         )
         if room is None:
             raise RequestError(Code.ROOM_EXISTS, f"room {body.name!r} exists in {ws_name!r}")
@@ -149,6 +158,45 @@ async def set_archived(request: Request) -> Response:
     def change(tx: Tx) -> RoomOut:
         room = visible_room(tx, room_id, who)
         rooms.set_archived(tx, room.id, archived)
+        fresh = rooms.room_by_id(tx, room.id)
+        assert fresh is not None
+        return room_out(tx, fresh, members.workspace_name(tx, room.workspace_id))
+
+    out = await hub.engine.write(change)
+    return json_response(200, msgspec.json.encode({"room": out}))
+
+
+async def update_settings(request: Request) -> Response:
+    """`PATCH /v1/rooms/{room}`: a human participant (or the admin) changes how the room
+    routes: mode, master, router policy, sensitive-data filter (DESIGN.md §4)."""
+    hub = hub_of(request)
+    who = await caller(request, hub)
+    room_id = request.path_params["room"]
+    body = await read_json(request, RoomSettingsIn, hub.config.max_json_bytes)
+    if who is not None and who.kind != "human":
+        raise AuthError(Code.FORBIDDEN, "only a human participant changes how a room routes")
+
+    def change(tx: Tx) -> RoomOut:
+        room = visible_room(tx, room_id, who)
+        mode = body.mode or room.mode
+        master = body.master if body.master is not None else room.master
+        if mode == "master":
+            m = members.member_by_name(tx, room.workspace_id, master) if master else None
+            if m is None or m.kind != "agent" or m.status != "active":
+                raise RequestError(
+                    Code.INVALID_REQUEST,
+                    "master mode needs `master`: an active agent",
+                    field="$.master",
+                )
+            rooms.add_participant(tx, room.id, m.id)
+        rooms.update_settings(
+            tx,
+            room.id,
+            mode,
+            master,
+            body.router or room.router,
+            room.sensitive_filter if body.sensitive_filter is None else body.sensitive_filter,
+        )
         fresh = rooms.room_by_id(tx, room.id)
         assert fresh is not None
         return room_out(tx, fresh, members.workspace_name(tx, room.workspace_id))

@@ -1,17 +1,57 @@
-"""Who an event wakes (DESIGN.md §4). For now: the live members it @mentions.
+"""Who an event wakes, and why (DESIGN.md §4). Every routing rule of the hub lives in
+this package; `route` is the one entry point, run inside the post's write transaction.
 
-The full rules (modes, router, receipts, gates) replace `targets` here, in this package.
+Order of decisions for an accepted message (the sender gate already passed):
+1. an agent's receipt (`in_reply_to` + `reply_kind` to a marked delegation) → receipts.py;
+2. master mode: star topology (humans → master or fallback; sub-agents → master);
+3. explicit @mentions of live members (an agent's mention of agents is a delegation);
+4. a human message with no mention → the room's router policy (router.py);
+5. an agent message with no mention wakes no one (no ping-pong by construction).
+Every result passes the target gate: live members only; for an agent sender, current
+participants only; agents a human targets are added to the room.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from dataclasses import dataclass, field
+from typing import Any
 
-from agentpost.store import members
-from agentpost.store.engine import Db
-from agentpost.store.models import Member
+from agentpost.hub.routing import receipts
+from agentpost.store import members, rooms
+from agentpost.store.engine import Tx
+from agentpost.store.models import Member, Room
+
+log = logging.getLogger("agentpost.hub.routing")
+
+# Metadata only the hub writes; stripped from what clients send (§4).
+SERVER_OWNED = ("delegated_by", "delegated_to", "receipt_from", "needs_input_from")
 
 _MENTION = re.compile(r"(?<![\w@])@([a-z0-9][a-z0-9_-]{0,62})")
+
+
+@dataclass
+class Decision:
+    """The routing outcome: who is woken, the reason (`route`), server-owned marks for this
+    event, and agents a human targeted that join the room."""
+
+    targets: list[Member]
+    route: str
+    marks: dict[str, Any] = field(default_factory=dict)
+    joins: list[Member] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Message:
+    event_id: str
+    text: str
+    in_reply_to: str | None
+    reply_kind: str | None
+
+
+def strip_server_owned(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if k not in SERVER_OWNED}
 
 
 def mentioned_names(text: str) -> list[str]:
@@ -24,9 +64,116 @@ def mentioned_names(text: str) -> list[str]:
     return list(seen)
 
 
-def targets(db: Db, sender: Member, text: str) -> list[Member]:
-    """Live members of the sender's workspace that the text mentions, sender excluded."""
+def live_mentions(db: Tx, sender: Member, text: str) -> list[Member]:
+    """Active members of the sender's workspace that the text mentions, sender excluded.
+    A removed name is no candidate anywhere (§4)."""
     names = [n for n in mentioned_names(text) if n != sender.name]
     found = members.live_members_named(db, sender.workspace_id, names)
     order = {n: i for i, n in enumerate(names)}
     return sorted(found, key=lambda m: order[m.name])
+
+
+def delegation_marks(sender: Member, targets: list[Member]) -> dict[str, Any]:
+    agents = [m.name for m in targets if m.kind == "agent"]
+    return {"delegated_by": sender.name, "delegated_to": agents} if agents else {}
+
+
+def live_participant(db: Tx, room: Room, name: str | None) -> Member | None:
+    if name is None:
+        return None
+    m = members.member_by_name(db, room.workspace_id, name)
+    if m is None or m.status != "active" or not rooms.is_participant(db, room.id, m.id):
+        return None
+    return m
+
+
+def route(tx: Tx, room: Room, sender: Member, msg: Message, router_choice: str | None) -> Decision:
+    """Decide and explain; the caller writes the event, its inbox rows and the marks."""
+    decision = _decide(tx, room, sender, msg, router_choice)
+    log.debug(
+        "event %s in %s from %s: route=%s targets=%s",
+        msg.event_id,
+        room.id,
+        sender.name,
+        decision.route,
+        [m.name for m in decision.targets],
+    )
+    return decision
+
+
+def _decide(
+    tx: Tx, room: Room, sender: Member, msg: Message, router_choice: str | None
+) -> Decision:
+    mentioned = live_mentions(tx, sender, msg.text)
+    if sender.kind == "agent":
+        return _from_agent(tx, room, sender, msg, mentioned)
+    return _from_human(tx, room, sender, mentioned, router_choice)
+
+
+def _from_agent(
+    tx: Tx, room: Room, sender: Member, msg: Message, mentioned: list[Member]
+) -> Decision:
+    in_room = [m for m in mentioned if rooms.is_participant(tx, room.id, m.id)]
+    sub_agent_in_star = room.mode == "master" and sender.name != room.master
+    if msg.in_reply_to is not None and msg.reply_kind is not None:
+        found = receipts.route_receipt(
+            tx,
+            room,
+            sender,
+            msg.event_id,
+            msg.in_reply_to,
+            msg.reply_kind,
+            onward=[] if sub_agent_in_star else in_room,
+        )
+        if found is not None:
+            targets, reason, onward = found
+            return Decision(targets, reason, delegation_marks(sender, onward))
+    if sub_agent_in_star:
+        master = live_participant(tx, room, room.master)
+        # The star: a sub-agent talks to the master only; its onward mentions are ignored.
+        return Decision([master], "master") if master else Decision([], "master_unavailable")
+    if not in_room:
+        return Decision([], "no_mention" if not mentioned else "not_participant")
+    return Decision(in_room, "mention", delegation_marks(sender, in_room))
+
+
+def _from_human(
+    tx: Tx, room: Room, sender: Member, mentioned: list[Member], router_choice: str | None
+) -> Decision:
+    if room.mode == "master":
+        master = live_participant(tx, room, room.master)
+        if master is not None:
+            return Decision([master], "master")
+        # The master is gone: every live agent of the room hears it, nothing is stranded.
+        fallback = [m for m in _agents(tx, room) if m.id != sender.id]
+        return Decision(fallback, "master_fallback" if fallback else "master_unavailable")
+    if mentioned:
+        targets, joins = [], []
+        for m in mentioned:
+            if rooms.is_participant(tx, room.id, m.id):
+                targets.append(m)
+            elif m.kind == "agent":  # agents a human targets are added to the room (§4)
+                targets.append(m)
+                joins.append(m)
+        if targets:
+            return Decision(targets, "mention", joins=joins)
+        return Decision([], "not_participant")
+    return _router(tx, room, sender, router_choice)
+
+
+def _agents(tx: Tx, room: Room) -> list[Member]:
+    names = rooms.live_agent_participants(tx, room.id)
+    return members.live_members_named(tx, room.workspace_id, names)
+
+
+def _router(tx: Tx, room: Room, sender: Member, router_choice: str | None) -> Decision:
+    """A human message with no mention: the room's router policy (router.py)."""
+    if room.router == "none":
+        return Decision([], "router_none")
+    candidates = [m for m in _agents(tx, room) if m.id != sender.id]
+    if room.router == "llm":
+        chosen = [m for m in candidates if m.name == router_choice]
+        return Decision(chosen, "router") if chosen else Decision([], "router_stop")
+    if len(candidates) == 1:
+        return Decision(candidates, "sole_agent")
+    return Decision([], "no_sole_agent")
