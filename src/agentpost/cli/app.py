@@ -17,6 +17,7 @@ def _register() -> None:
     # Imported for their side effect of adding commands to `main`.
     from agentpost.cli import admin as _admin  # noqa: F401
     from agentpost.cli import db as _db  # noqa: F401
+    from agentpost.cli import inbox as _inbox  # noqa: F401
     from agentpost.cli import mail as _mail  # noqa: F401
     from agentpost.cli import rooms as _rooms  # noqa: F401
     from agentpost.cli import serve as _serve  # noqa: F401

@@ -79,6 +79,13 @@ def room_create(
     default=None,
     help="Send again with the same key after a failure: posted at most once.",
 )
+@click.option("--in-reply-to", default=None, help="The event this replies to (an event id).")
+@click.option(
+    "--reply-kind",
+    type=click.Choice(["result", "error", "needs_input", "cancelled"]),
+    default=None,
+    help="With --in-reply-to a delegation: report the outcome back (a receipt).",
+)
 @hub_options
 @json_option
 def post(
@@ -86,6 +93,8 @@ def post(
     text: str,
     file_: Path | None,
     idempotency_key: str | None,
+    in_reply_to: str | None,
+    reply_kind: str | None,
     hub: str,
     token: str | None,
     as_json: bool,
@@ -97,12 +106,17 @@ def post(
             mime = mimetypes.guess_type(file_.name)[0] or "application/octet-stream"
             res = c.upload(room_id, file_, caption=text, key=idempotency_key, mime_type=mime)
         else:
-            res = c.post_message(room_id, text, key=idempotency_key)
+            res = c.post_message(
+                room_id, text, key=idempotency_key, in_reply_to=in_reply_to, reply_kind=reply_kind
+            )
     data = msgspec.to_builtins(res)
 
     def human() -> None:
         note = f" ({res.idempotency_status})" if res.idempotency_status else ""
-        console.print(f"posted {res.event.id} seq {res.event.seq}{note}")
+        woke = ", ".join(res.event.targets) or "no one"
+        console.print(
+            f"posted {res.event.id} seq {res.event.seq}{note}; woke {woke} ({res.event.route})"
+        )
 
     emit(as_json, data, human)
 
