@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -78,10 +79,12 @@ def start_hub(
     db_url: str | None = None,
     timeout: float = 30.0,
     launcher: list[str] | None = None,
+    blobs_dir: Path | None = None,
 ) -> Served:
     """`agentpost serve --port 0 --log-level warning`, pinned; waits for its listening line.
 
-    `launcher` replaces `-m agentpost` (a script taking the same CLI), for what-if runs.
+    `launcher` replaces `-m agentpost` (a script taking the same CLI), for what-if runs;
+    hubs sharing a PostgreSQL database share `blobs_dir` and the admin token (DESIGN.md §8).
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir / "hub.log"
@@ -90,6 +93,8 @@ def start_hub(
     cmd += ["--log-level", "warning"]
     if db_url:
         cmd += ["--db", db_url]
+    if blobs_dir:
+        cmd += ["--blobs", str(blobs_dir)]
     env = {**os.environ, "AGENTPOST_ADMIN_TOKEN": admin_token}
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
@@ -248,6 +253,63 @@ def _wrk_result(stdout: str, stderr: str, rc: int) -> dict[str, Any]:
     raise RuntimeError(f"wrk gave no report (rc={rc}):\n{stdout}\n{stderr}")
 
 
+LATENCY_MERGE = (
+    "one wrk per hub, connections split: p99/p999/max are the worst instance's, p50/p90/mean"
+    " the connection-weighted mean of the instances'"
+)
+
+
+def run_parallel(runs: list[WrkRun]) -> dict[str, Any]:
+    """Several wrk runs at once (one per hub, each its own key prefix), as one result:
+    counts and req/s summed, latency merged as LATENCY_MERGE says; `instances` keeps each
+    run's prefix and `sent_per_thread` for the exactly-once check."""
+    with ThreadPoolExecutor(len(runs)) as pool:
+        results = list(pool.map(WrkRun.run, runs))
+    conns = [r.connections for r in runs]
+    weight = sum(conns)
+
+    def weighted(name: str) -> float:
+        return (
+            sum(res["latency_ms"][name] * c for res, c in zip(results, conns, strict=True)) / weight
+        )
+
+    def worst(name: str) -> float:
+        return max(res["latency_ms"][name] for res in results)
+
+    merged: dict[str, Any] = {
+        k: sum(res[k] for res in results)
+        for k in ("requests", "created", "replayed", "other_2xx", "non_2xx", "rps")
+    }
+    merged["rps"] = round(merged["rps"], 1)
+    merged["duration_s"] = max(res["duration_s"] for res in results)
+    merged["non_2xx_statuses"] = "".join(res["non_2xx_statuses"] for res in results)
+    merged["socket_errors"] = {
+        k: sum(res["socket_errors"][k] for res in results) for k in results[0]["socket_errors"]
+    }
+    merged["latency_ms"] = {
+        **{k: weighted(k) for k in ("p50", "p90", "mean")},
+        **{k: worst(k) for k in ("p99", "p999", "max")},
+    }
+    merged["instances"] = [
+        {
+            "url": run.url,
+            "prefix": run.prefix,
+            "connections": run.connections,
+            "rps": res["rps"],
+            "p50_ms": round(res["latency_ms"]["p50"], 2),
+            "p99_ms": round(res["latency_ms"]["p99"], 2),
+            "sent_per_thread": res["sent_per_thread"],
+        }
+        for run, res in zip(runs, results, strict=True)
+    ]
+    return merged
+
+
+def split_connections(total: int, parts: int) -> list[int]:
+    """`total` connections over `parts` wrk instances, as evenly as possible."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
 # -- the API ------------------------------------------------------------------------------
 
 
@@ -290,6 +352,14 @@ def sent_keys(prefix: str, sent_per_thread: list[int], rooms: list[str]) -> dict
         for tid, sent in enumerate(sent_per_thread)
         for i in range(sent)
     }
+
+
+def sent_keys_of(res: dict[str, Any], rooms: list[str]) -> dict[str, str]:
+    """key -> room of every request of a `run_parallel` result (all its instances)."""
+    out: dict[str, str] = {}
+    for inst in res["instances"]:
+        out |= sent_keys(inst["prefix"], inst["sent_per_thread"], rooms)
+    return out
 
 
 def seeded_keys(prefix: str, nkeys: int, rooms: list[str]) -> dict[str, str]:

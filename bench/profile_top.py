@@ -48,10 +48,21 @@ def main() -> None:
     p.add_argument("profile", type=Path)
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--thread", default=None, help="only threads whose name contains this")
+    p.add_argument(
+        "--within",
+        default=None,
+        help="only stacks through a frame containing this, e.g. GroupCommitWriter._loop (the\n"
+        "writer thread; py-spy's raw format names no threads, so worker threads share a root)",
+    )
     args = p.parse_args()
     for thread, stacks in load(args.profile).items():
         if args.thread and args.thread not in thread:
             continue
+        if args.within:
+            stacks = [(f, n) for f, n in stacks if any(args.within in x for x in f)]
+            if not stacks:
+                continue
+            thread += f" within {args.within}"
         total = sum(n for _, n in stacks)
         own: Counter[str] = Counter()
         incl: Counter[str] = Counter()
