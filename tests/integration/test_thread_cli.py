@@ -416,3 +416,21 @@ def test_the_docs_table_is_the_clients_codes() -> None:
         exit_code = 3 if c.code == "hub_unreachable" else 75 if c.retryable else 1
         expected[c.code] = (exit_code, c.key)
     assert rows == expected
+
+
+def test_a_refusal_for_content_spends_the_key(setup: Setup) -> None:
+    url, alice = setup.hub.url, setup.tokens["alice"]
+    thread = thread_for(setup, "alice", "alice-home")
+    with setup.hub.client(alice) as c:
+        r = c.patch(f"/v1/rooms/{thread}", json={"sensitive_filter": True})
+        assert r.status_code == 200, r.text
+    secret = "the key is AKIA" + "ABCDEFGHIJKLMNOP"
+    refused(send(url, alice, thread, "-k", "leak", "--text", secret), "command_rejected", 1, False)
+    # Spent: the same command again is rejected again, and other text is a conflict.
+    refused(send(url, alice, thread, "-k", "leak", "--text", secret), "command_rejected", 1, False)
+    refused(
+        send(url, alice, thread, "-k", "leak", "--text", "clean"), "idempotency_conflict", 1, False
+    )
+    assert events(setup.hub, alice, thread) == []
+    # A new key sends the clean text.
+    assert ok(send(url, alice, thread, "-k", "leak-2", "--text", "clean"))["delivery"] == "sent"

@@ -286,3 +286,18 @@ def test_the_async_client_scopes_the_key_by_sender_and_acting_for(setup: Setup) 
             assert [e.sender for e in events] == ["alice", "carol", "alice"]
 
     asyncio.run(go())
+
+
+def test_send_state_of_a_rejected_key_says_rejected(setup: Setup) -> None:
+    tid = ensure(setup, "alice", "alice-home").json()["thread_id"]
+    with setup.hub.client(setup.tokens["alice"]) as alice:
+        assert alice.patch(f"/v1/rooms/{tid}", json={"sensitive_filter": True}).status_code == 200
+        r = alice.post(
+            f"/v1/rooms/{tid}/messages",
+            json={"text": "AKIA" + "ABCDEFGHIJKLMNOP"},
+            headers={"Idempotency-Key": "leak"},
+        )
+        assert (r.status_code, error_code(r)) == (422, "command_rejected")
+        send = alice.get(f"/v1/rooms/{tid}/sends", params={"key": "leak"}).json()["send"]
+        assert (send["state"], send["status"], send["event"]) == ("rejected", 422, None)
+        assert send["response"] == r.json()
