@@ -43,8 +43,9 @@ _KEY = re.compile(r"[\x21-\x7e]{1,255}")
 class Rejected(AgentpostError):
     """A refusal for the request's content by a room policy: it consumes the key (§3)."""
 
-    def __init__(self, message: str, reason: str) -> None:
+    def __init__(self, message: str, reason: str, room_id: str | None = None) -> None:
         super().__init__(Code.COMMAND_REJECTED, message, reason=reason)
+        self.room_id = room_id  # recorded with the key, so send state knows the room
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,7 @@ class Idempotency:
         fp: str,
         create: Callable[[Tx], Created],
         prepare: Callable[[], Awaitable[None]] | None = None,
+        order: str = "",
     ) -> Answer:
         """Answer a keyed request; `prepare` runs only when the key is new (before the
         write), so a replay does no work beyond the lookup."""
@@ -159,7 +161,7 @@ class Idempotency:
             if prepare is not None:
                 await prepare()
             outcome = await self.engine.write(
-                lambda tx: self._claim(tx, member_id, key, fp, create)
+                lambda tx: self._claim(tx, member_id, key, fp, create), order
             )
         finally:
             del self._in_flight[slot]
@@ -183,7 +185,7 @@ class Idempotency:
             made = create(tx)
             state = STATE_CREATED
         except Rejected as exc:
-            made = Created(422, msgspec.json.encode(exc.body()), None, None)
+            made = Created(422, msgspec.json.encode(exc.body()), exc.room_id, None)
             state = STATE_REJECTED
         keys.finish(
             tx,

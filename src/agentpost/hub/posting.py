@@ -27,10 +27,11 @@ _encode = msgspec.json.encode
 
 def sendable_room(db: Db, room_id: str, sender: Member) -> Room:
     """The room if `sender` may post into it now."""
-    room = rooms.room_by_id(db, room_id)
-    if room is None or room.workspace_id != sender.workspace_id:
+    found = rooms.room_for_member(db, room_id, sender.id)
+    if found is None or found[0].workspace_id != sender.workspace_id:
         raise RequestError(Code.ROOM_NOT_FOUND, f"no room {room_id!r}")
-    if not rooms.is_participant(db, room.id, sender.id):
+    room, participant = found
+    if not participant:
         raise AuthError(
             Code.CHANNEL_MEMBERSHIP_REQUIRED, f"{sender.name!r} is not a participant of this room"
         )
@@ -57,13 +58,15 @@ def append_event(
     router_choice: str | None = None,
 ) -> tuple[Event, bytes]:
     """Route, take the next seq, store the event and its inbox rows; wake after commit."""
+    # The room's row lock first (its next seq), then whatever routing locks (E1 of a
+    # receipt): one lock order in every job, so concurrent writers cannot deadlock (§8).
+    seq = rooms.next_seq(tx, room.id)
     event_id = new_id("ev")
     decision = routing.route(
         tx, room, sender, routing.Message(event_id, text, in_reply_to, reply_kind), router_choice
     )
     for m in decision.joins:
         rooms.add_participant(tx, room.id, m.id)
-    seq = rooms.next_seq(tx, room.id)
     ev = Event(
         id=event_id,
         room=room.id,
@@ -97,6 +100,7 @@ def refuse_secrets(room: Room, text: str) -> None:
             raise Rejected(
                 f"refused: the text looks like it carries a secret ({', '.join(found)})",
                 reason="sensitive_data",
+                room_id=room.id,
             )
 
 

@@ -22,7 +22,7 @@ log = logging.getLogger("agentpost.store")
 
 MAX_BATCH = 512
 
-_Job = tuple[Callable[[Any], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
+_Job = tuple[Callable[[Any], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop, str]
 _Outcome = tuple[bool, Any, list[str]]
 
 
@@ -32,6 +32,7 @@ class _LockRace(Exception):
 
 class BatchTx(Protocol):
     wakeups: list[str]
+    deferred: list[tuple[tuple[str, ...], Callable[[Any], None]]]
 
 
 class Backend(Protocol):
@@ -76,10 +77,12 @@ class GroupCommitWriter:
         self.batches = 0
         self.jobs = 0
 
-    async def submit(self, fn: Callable[[Any], Any]) -> Any:
+    async def submit(self, fn: Callable[[Any], Any], order: str = "") -> Any:
+        """Run `fn(tx)` in the next batch. Jobs of a batch run sorted by `order` (the room
+        they lock), so every batch takes room locks in one global order (§8)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
-        self._queue.put((fn, fut, loop))
+        self._queue.put((fn, fut, loop, order))
         return await fut
 
     def stop(self) -> None:
@@ -102,6 +105,7 @@ class GroupCommitWriter:
                     stop = True
                     break
                 batch.append(nxt)
+            batch.sort(key=lambda job: job[3])
             try:
                 self._run(batch)
             except BaseException:  # the writer must never die silently
@@ -141,13 +145,17 @@ class GroupCommitWriter:
             self._settle(batch, [(False, StorageUnavailable(), [])] * len(batch))
             return
         outcomes = []
-        for fn, _fut, _loop in batch:
-            outcome = self._run_job(fn)
+        deferred: list[tuple[tuple[str, ...], Callable[[Any], None]]] = []
+        for fn, _fut, _loop, _order in batch:
+            outcome, steps = self._run_job(fn)
             if not b.in_transaction():
                 log.error("the database rolled back the whole batch of %d", len(batch))
                 self._settle(batch, [(False, StorageUnavailable(), [])] * len(batch))
                 return
             outcomes.append(outcome)
+            deferred += steps
+        if not self._run_deferred(batch, deferred):
+            return
         self.crash.reach("before_commit")
         try:
             b.commit()
@@ -167,7 +175,31 @@ class GroupCommitWriter:
         self.jobs += len(batch)
         self._settle(batch, outcomes)
 
-    def _run_job(self, fn: Callable[[Any], Any]) -> _Outcome:
+    def _run_deferred(
+        self, batch: list[_Job], deferred: list[tuple[tuple[str, ...], Callable[[Any], None]]]
+    ) -> bool:
+        """The steps jobs deferred to the end of the batch (taking per-member locks), run
+        sorted by their key after every room lock is held: one lock order for all writers.
+        A failure here fails the whole batch; nothing of it commits."""
+        if not deferred:
+            return True
+        b = self.backend
+        tx = b.new_tx()
+        try:
+            for _key, step in sorted(deferred, key=lambda d: d[0]):
+                step(tx)
+        except BaseException as exc:
+            if b.retry_job(exc):
+                raise _LockRace(str(exc)) from exc
+            log.error("deferred write steps failed, batch of %d rolled back: %s", len(batch), exc)
+            self._rollback_quietly()
+            self._settle(batch, [(False, StorageUnavailable(), [])] * len(batch))
+            return False
+        return True
+
+    def _run_job(
+        self, fn: Callable[[Any], Any]
+    ) -> tuple[_Outcome, list[tuple[tuple[str, ...], Callable[[Any], None]]]]:
         b = self.backend
         tx = b.new_tx()
         try:  # SAVEPOINT and RELEASE inside: an error there must not kill the writer
@@ -178,24 +210,24 @@ class GroupCommitWriter:
             if b.retry_job(exc):
                 raise _LockRace(str(exc)) from exc
             if not b.in_transaction():
-                return (False, StorageUnavailable(), [])
+                return (False, StorageUnavailable(), []), []
             try:
                 b.rollback_to()
             except Exception:
                 log.exception("rollback to savepoint failed")
-                return (False, StorageUnavailable(), [])
+                return (False, StorageUnavailable(), []), []
             if b.storage_error(exc):
                 log.error("write failed, job rolled back: %s", exc)
-                return (False, StorageUnavailable(), [])
+                return (False, StorageUnavailable(), []), []
             if not isinstance(exc, AgentpostError):
                 log.exception("write job raised; job rolled back")
-            return (False, exc, [])
-        return (True, result, tx.wakeups)
+            return (False, exc, []), []
+        return (True, result, tx.wakeups), tx.deferred
 
     def _settle(self, batch: list[_Job], outcomes: list[_Outcome]) -> None:
         # One wake-up per event loop per batch, not one per job.
         per_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], _Outcome]]] = {}
-        for (_fn, fut, loop), outcome in zip(batch, outcomes, strict=True):
+        for (_fn, fut, loop, _order), outcome in zip(batch, outcomes, strict=True):
             per_loop.setdefault(loop, []).append((fut, outcome))
         for loop, items in per_loop.items():
             try:

@@ -39,6 +39,11 @@ class Tx(Db, Protocol):
         process, once this transaction has committed."""
         ...
 
+    def defer(self, key: tuple[str, ...], step: Callable[[Db], None]) -> None:
+        """Run `step` at the end of the batch, after every job, sorted by `key` with the
+        other jobs' steps: for locks that must be taken in one global order (§8)."""
+        ...
+
 
 class Engine(Protocol):
     """What the hub needs from a store engine."""
@@ -48,7 +53,9 @@ class Engine(Protocol):
 
     async def read(self, fn: Callable[[Db], T]) -> T: ...
 
-    async def write(self, fn: Callable[[Tx], T]) -> T: ...
+    async def write(self, fn: Callable[[Tx], T], order: str = "") -> T:
+        """Run `fn` in a write transaction; `order` is the room it locks (lock ordering)."""
+        ...
 
     def on_notify(self, callback: Callable[[str], None]) -> None:
         """Set the function that receives committed wake-up keys on the event loop."""

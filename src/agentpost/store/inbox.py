@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
-from agentpost.store.engine import Db
+import functools
+
+from agentpost.store.engine import Db, Tx
 
 
-def add(db: Db, member_ids: list[str], room_id: str, seq: int) -> None:
-    """One inbox row per member, each with the member's next cursor. Members are locked in
-    id order, so two transactions waking the same members cannot deadlock each other."""
-    for mid in sorted(member_ids):
-        row = db.one(
-            "UPDATE members SET inbox_last = inbox_last + 1 WHERE id = ? RETURNING inbox_last",
-            (mid,),
+def add(tx: Tx, member_ids: list[str], room_id: str, seq: int) -> None:
+    """One inbox row per member, each with the member's next cursor. The cursor is taken
+    under the member's row lock (so cursors commit in order per member, with any number of
+    hub processes), at the end of the batch in member order (so no two writers deadlock)."""
+    for mid in member_ids:
+        tx.defer(
+            (mid, room_id, f"{seq:020d}"),
+            functools.partial(_append, member_id=mid, room_id=room_id, seq=seq),
         )
-        if row is None:
-            continue  # hard-removed in the meantime: no one to wake
-        db.run(
-            "INSERT INTO inbox (member_id, cursor, room_id, seq) VALUES (?, ?, ?, ?)",
-            (mid, int(row[0]), room_id, seq),
-        )
+
+
+def _append(db: Db, member_id: str, room_id: str, seq: int) -> None:
+    row = db.one(
+        "UPDATE members SET inbox_last = inbox_last + 1 WHERE id = ? RETURNING inbox_last",
+        (member_id,),
+    )
+    if row is None:
+        return  # hard-removed in the meantime: no one to wake
+    db.run(
+        "INSERT INTO inbox (member_id, cursor, room_id, seq) VALUES (?, ?, ?, ?)",
+        (member_id, int(row[0]), room_id, seq),
+    )
 
 
 def page(db: Db, member_id: str, after: int, limit: int) -> list[tuple[int, bytes]]:

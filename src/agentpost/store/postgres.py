@@ -65,6 +65,10 @@ class PgTx(PgDb):
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         super().__init__(conn)
         self.wakeups: list[str] = []
+        self.deferred: list[tuple[tuple[str, ...], Callable[[Any], None]]] = []
+
+    def defer(self, key: tuple[str, ...], step: Callable[[Any], None]) -> None:
+        self.deferred.append((key, step))
 
     def notify(self, key: str) -> None:
         # Other processes hear it from PostgreSQL, on commit only; this one at once.
@@ -232,8 +236,8 @@ class PostgresEngine:
                 log.warning("read failed (%s); trying a fresh connection", exc)
         raise AssertionError("unreachable")
 
-    async def write(self, fn: Callable[[PgTx], T]) -> T:
-        result: T = await self._writer.submit(fn)
+    async def write(self, fn: Callable[[PgTx], T], order: str = "") -> T:
+        result: T = await self._writer.submit(fn, order)
         return result
 
     async def close(self) -> None:

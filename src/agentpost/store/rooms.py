@@ -162,3 +162,13 @@ def live_agent_participants(db: Db, room_id: str) -> list[str]:
         (room_id,),
     )
     return [r[0] for r in rows]
+
+
+def room_for_member(db: Db, room_id: str, member_id: str) -> tuple[Room, bool] | None:
+    """The room and whether the member takes part in it, in one query (the post path)."""
+    row = db.one(
+        f"SELECT {_COLS}, EXISTS (SELECT 1 FROM participants p WHERE p.room_id = rooms.id"
+        " AND p.member_id = ?) FROM rooms WHERE id = ?",
+        (member_id, room_id),
+    )
+    return (_room(row), bool(row[11])) if row else None

@@ -12,7 +12,7 @@ import logging
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from agentpost.core.errors import StorageUnavailable
 from agentpost.store import migrate
@@ -48,6 +48,10 @@ class SQLiteTx(SQLiteDb):
     def __init__(self, conn: sqlite3.Connection) -> None:
         super().__init__(conn)
         self.wakeups: list[str] = []
+        self.deferred: list[tuple[tuple[str, ...], Callable[[Any], None]]] = []
+
+    def defer(self, key: tuple[str, ...], step: Callable[[Any], None]) -> None:
+        self.deferred.append((key, step))
 
     def notify(self, key: str) -> None:
         # One process owns a SQLite file, so a wake-up after commit is local (§8).
@@ -141,8 +145,8 @@ class SQLiteEngine:
             log.error("read failed: %s", exc)
             raise StorageUnavailable() from exc
 
-    async def write(self, fn: Callable[[SQLiteTx], T]) -> T:
-        result: T = await self._writer.submit(fn)
+    async def write(self, fn: Callable[[SQLiteTx], T], order: str = "") -> T:
+        result: T = await self._writer.submit(fn, order)
         return result
 
     async def close(self) -> None:

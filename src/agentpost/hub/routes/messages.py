@@ -63,17 +63,18 @@ async def _post(
     fp: str | None,
     create: Any,
     prepare: Callable[[], Awaitable[None]] | None = None,
+    order: str = "",
 ) -> Response:
     """Run one post through the key rules (or straight, without a key); count it."""
     started = time.perf_counter()
     outcome = "error"
     try:
         if key is not None and fp is not None:
-            ans = await hub.idempotency.run(member_id, key, fp, create, prepare)
+            ans = await hub.idempotency.run(member_id, key, fp, create, prepare, order)
         else:
             if prepare is not None:
                 await prepare()
-            made: Created = await hub.engine.write(create)
+            made: Created = await hub.engine.write(create, order)
             ans = Answer(made.status, made.body, idempotency.CREATED)
         outcome = ans.idempotency_status if ans.status < 300 else "rejected"
         if ans.idempotency_status == idempotency.REPLAYED:
@@ -113,7 +114,7 @@ async def post_message(request: Request) -> Response:
     def create(tx: Tx) -> Created:
         return posting.create_message(tx, room_id, member, normalized, asked.get("choice"))
 
-    return await _post(hub, MESSAGES_ROUTE, member.id, key, fp, create, ask_router)
+    return await _post(hub, MESSAGES_ROUTE, member.id, key, fp, create, ask_router, room_id)
 
 
 async def post_media(request: Request) -> Response:
@@ -152,7 +153,7 @@ async def post_media(request: Request) -> Response:
     def create(tx: Tx) -> Created:
         return posting.create_media_event(tx, room_id, member, row, upload.caption)
 
-    return await _post(hub, MEDIA_ROUTE, member.id, key, fp, create)
+    return await _post(hub, MEDIA_ROUTE, member.id, key, fp, create, None, room_id)
 
 
 async def get_media(request: Request) -> Response:
