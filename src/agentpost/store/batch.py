@@ -52,6 +52,11 @@ class Backend(Protocol):
 
     def rollback(self) -> None: ...
 
+    def publish(self, keys: list[str]) -> None:
+        """Send the batch's wake-up keys to other processes, inside the transaction so they
+        are delivered only if it commits (one statement per batch)."""
+        ...
+
     def in_transaction(self) -> bool:
         """False when the database itself rolled the whole batch back (SQLITE_FULL,
         SQLITE_IOERR, a lost connection): then no job of the batch may be acknowledged."""
@@ -156,6 +161,17 @@ class GroupCommitWriter:
             deferred += steps
         if not self._run_deferred(batch, deferred):
             return
+        wakeups = sorted({key for ok, _v, keys in outcomes if ok for key in keys})
+        if wakeups:
+            try:
+                b.publish(wakeups)
+            except BaseException as exc:
+                log.error(
+                    "publishing wake-ups failed, batch of %d rolled back: %s", len(batch), exc
+                )
+                self._rollback_quietly()
+                self._settle(batch, [(False, StorageUnavailable(), [])] * len(batch))
+                return
         self.crash.reach("before_commit")
         try:
             b.commit()

@@ -71,8 +71,8 @@ class PgTx(PgDb):
         self.deferred.append((key, step))
 
     def notify(self, key: str) -> None:
-        # Other processes hear it from PostgreSQL, on commit only; this one at once.
-        self.conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, key))
+        # Published for the whole batch in one statement (`_Backend.publish`): other
+        # processes hear it from PostgreSQL on commit only; this one right after commit.
         self.wakeups.append(key)
 
 
@@ -127,6 +127,10 @@ class _Backend:
 
     def rollback(self) -> None:
         self._exec("ROLLBACK")
+
+    def publish(self, keys: list[str]) -> None:
+        assert self.conn is not None
+        self.conn.execute("SELECT pg_notify(%s, k) FROM unnest(%s::text[]) AS k", (CHANNEL, keys))
 
     def in_transaction(self) -> bool:
         if self.conn is None or self.conn.closed or self.conn.broken:

@@ -94,6 +94,9 @@ class _Backend:
     def rollback(self) -> None:
         self.conn.execute("ROLLBACK")
 
+    def publish(self, keys: list[str]) -> None:
+        pass  # one process owns the file: the after-commit wake-ups are all there is
+
     def in_transaction(self) -> bool:
         # On SQLITE_FULL / SQLITE_IOERR SQLite rolls back the whole transaction itself.
         return self.conn.in_transaction

@@ -162,8 +162,7 @@ def _from_human(
 
 
 def _agents(tx: Tx, room: Room) -> list[Member]:
-    names = rooms.live_agent_participants(tx, room.id)
-    return members.live_members_named(tx, room.workspace_id, names)
+    return rooms.live_agents(tx, room.id)
 
 
 def _router(tx: Tx, room: Room, sender: Member, router_choice: str | None) -> Decision:
