@@ -35,6 +35,23 @@ class BatchTx(Protocol):
     deferred: list[tuple[tuple[str, ...], Callable[[Any], None]]]
 
 
+class JobState:
+    """What one job leaves for the batch runner: wake-up keys and deferred steps. Mixed into
+    each engine's transaction class."""
+
+    def __init__(self) -> None:
+        self.wakeups: list[str] = []
+        self.deferred: list[tuple[tuple[str, ...], Callable[[Any], None]]] = []
+
+    def notify(self, key: str) -> None:
+        # Published once the batch is ready to commit (`Backend.publish`), delivered to this
+        # process's waiters right after the commit.
+        self.wakeups.append(key)
+
+    def defer(self, key: tuple[str, ...], step: Callable[[Any], None]) -> None:
+        self.deferred.append((key, step))
+
+
 class Backend(Protocol):
     """The engine-specific half: transactions and savepoints on one connection."""
 

@@ -7,10 +7,10 @@ from agentpost.core.ids import new_id
 from agentpost.store.engine import Db, Row
 from agentpost.store.models import Member, Workspace
 
-_MEMBER_COLS = "m.id, m.workspace_id, w.name, m.name, m.kind, m.status, m.owner, m.inbox_cursor"
+MEMBER_COLS = "m.id, m.workspace_id, w.name, m.name, m.kind, m.status, m.owner, m.inbox_cursor"
 
 
-def _member(row: Row) -> Member:
+def member_of(row: Row) -> Member:
     return Member(
         id=row[0],
         workspace_id=row[1],
@@ -82,20 +82,20 @@ def add_token(db: Db, member_id: str, hashed: str) -> None:
 
 def member_by_token(db: Db, hashed: str) -> Member | None:
     row = db.one(
-        f"SELECT {_MEMBER_COLS} FROM tokens t JOIN members m ON m.id = t.member_id"
+        f"SELECT {MEMBER_COLS} FROM tokens t JOIN members m ON m.id = t.member_id"
         " JOIN workspaces w ON w.id = m.workspace_id WHERE t.hash = ?",
         (hashed,),
     )
-    return _member(row) if row else None
+    return member_of(row) if row else None
 
 
 def member_by_name(db: Db, workspace_id: str, name: str) -> Member | None:
     row = db.one(
-        f"SELECT {_MEMBER_COLS} FROM members m JOIN workspaces w ON w.id = m.workspace_id"
+        f"SELECT {MEMBER_COLS} FROM members m JOIN workspaces w ON w.id = m.workspace_id"
         " WHERE m.workspace_id = ? AND m.name = ?",
         (workspace_id, name),
     )
-    return _member(row) if row else None
+    return member_of(row) if row else None
 
 
 def live_members_named(db: Db, workspace_id: str, names: list[str]) -> list[Member]:
@@ -104,11 +104,11 @@ def live_members_named(db: Db, workspace_id: str, names: list[str]) -> list[Memb
         return []
     marks = ",".join("?" * len(names))
     rows = db.all(
-        f"SELECT {_MEMBER_COLS} FROM members m JOIN workspaces w ON w.id = m.workspace_id"
+        f"SELECT {MEMBER_COLS} FROM members m JOIN workspaces w ON w.id = m.workspace_id"
         f" WHERE m.workspace_id = ? AND m.status = 'active' AND m.name IN ({marks})",
         (workspace_id, *names),
     )
-    return [_member(r) for r in rows]
+    return [member_of(r) for r in rows]
 
 
 def remove_member(db: Db, member_id: str, hard: bool) -> None:

@@ -25,7 +25,7 @@ from psycopg_pool import ConnectionPool
 
 from agentpost.core.errors import StorageUnavailable
 from agentpost.store import migrate
-from agentpost.store.batch import GroupCommitWriter
+from agentpost.store.batch import GroupCommitWriter, JobState
 from agentpost.store.engine import CrashPoints, Params, Row
 
 T = TypeVar("T")
@@ -61,19 +61,12 @@ class PgDb:
         return self.conn.execute(_sql(sql), tuple(params)).rowcount
 
 
-class PgTx(PgDb):
+class PgTx(PgDb, JobState):
+    """One job's view of the batch transaction."""
+
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        super().__init__(conn)
-        self.wakeups: list[str] = []
-        self.deferred: list[tuple[tuple[str, ...], Callable[[Any], None]]] = []
-
-    def defer(self, key: tuple[str, ...], step: Callable[[Any], None]) -> None:
-        self.deferred.append((key, step))
-
-    def notify(self, key: str) -> None:
-        # Published for the whole batch in one statement (`_Backend.publish`): other
-        # processes hear it from PostgreSQL on commit only; this one right after commit.
-        self.wakeups.append(key)
+        PgDb.__init__(self, conn)
+        JobState.__init__(self)
 
 
 def _storage_error(exc: BaseException) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agentpost.core.clock import now_ms
 from agentpost.core.ids import new_id
+from agentpost.store import members
 from agentpost.store.engine import Db, Row
 from agentpost.store.models import Member, Room
 
@@ -177,22 +178,9 @@ def room_for_member(db: Db, room_id: str, member_id: str) -> tuple[Room, bool] |
 def live_agents(db: Db, room_id: str) -> list[Member]:
     """The room's participants that are active agents, as members, by name (one query)."""
     rows = db.all(
-        "SELECT m.id, m.workspace_id, w.name, m.name, m.kind, m.status, m.owner, m.inbox_cursor"
-        " FROM participants p JOIN members m ON m.id = p.member_id"
+        f"SELECT {members.MEMBER_COLS} FROM participants p JOIN members m ON m.id = p.member_id"
         " JOIN workspaces w ON w.id = m.workspace_id"
         " WHERE p.room_id = ? AND m.kind = 'agent' AND m.status = 'active' ORDER BY m.name",
         (room_id,),
     )
-    return [
-        Member(
-            id=r[0],
-            workspace_id=r[1],
-            workspace_name=r[2],
-            name=r[3],
-            kind=r[4],
-            status=r[5],
-            owner=r[6],
-            inbox_cursor=int(r[7]),
-        )
-        for r in rows
-    ]
+    return [members.member_of(r) for r in rows]

@@ -12,11 +12,11 @@ import logging
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from agentpost.core.errors import StorageUnavailable
 from agentpost.store import migrate
-from agentpost.store.batch import GroupCommitWriter
+from agentpost.store.batch import GroupCommitWriter, JobState
 from agentpost.store.engine import CrashPoints, Params, Row
 
 T = TypeVar("T")
@@ -42,20 +42,12 @@ class SQLiteDb:
         return self.conn.execute(sql, params).rowcount
 
 
-class SQLiteTx(SQLiteDb):
+class SQLiteTx(SQLiteDb, JobState):
     """One job's view of the batch transaction."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        super().__init__(conn)
-        self.wakeups: list[str] = []
-        self.deferred: list[tuple[tuple[str, ...], Callable[[Any], None]]] = []
-
-    def defer(self, key: tuple[str, ...], step: Callable[[Any], None]) -> None:
-        self.deferred.append((key, step))
-
-    def notify(self, key: str) -> None:
-        # One process owns a SQLite file, so a wake-up after commit is local (§8).
-        self.wakeups.append(key)
+        SQLiteDb.__init__(self, conn)
+        JobState.__init__(self)
 
 
 def _connect(path: Path) -> sqlite3.Connection:

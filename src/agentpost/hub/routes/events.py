@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
-from agentpost.core.errors import AgentpostError, Code, RequestError
+from agentpost.core.errors import Code, RequestError
 from agentpost.hub import auth
 from agentpost.hub.errors import json_response
-from agentpost.hub.notify import room_key, wait
+from agentpost.hub.notify import room_key
 from agentpost.hub.routes.rooms import visible_room
+from agentpost.hub.routes.sse import sse_response
 from agentpost.hub.state import Hub, hub_of
 from agentpost.store import events
 from agentpost.store.engine import Db
@@ -108,40 +107,14 @@ async def stream(request: Request) -> Response:
     if resume is not None:
         after = resume
     await _page(hub, member, room_id, after, 1)  # refuse now, not inside the stream
-    keepalive = hub.config.sse_keepalive_seconds
 
-    async def frames() -> AsyncIterator[bytes]:
-        nonlocal after
-        gauge = hub.metrics.open_streams.labels("room")
-        gauge.inc()
-        try:
-            yield b": stream open\n\n"
-            while True:
-                woken = hub.notifier.event(room_key(room_id))
-                try:
-                    rows = await _page(hub, member, room_id, after, STREAM_PAGE)
-                except AgentpostError as exc:
-                    # Access lost mid-stream (removed from the room): end the stream cleanly;
-                    # a reconnect gets the refusal as a status.
-                    log.info("room stream %s closed: %s", room_id, exc.message)
-                    return
-                if rows:
-                    # One write per page, then let the loop serve others and notice a
-                    # reader that hung up while it was far behind.
-                    yield b"".join(sse_frame(seq, body) for seq, body in rows)
-                    after = rows[-1][0]
-                    await asyncio.sleep(0)
-                    if await request.is_disconnected():
-                        return
-                if len(rows) == STREAM_PAGE:
-                    continue
-                if not await wait(woken, keepalive):
-                    yield b": keep-alive\n\n"
-        finally:
-            gauge.dec()
-
-    return StreamingResponse(
-        frames(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    return sse_response(
+        request,
+        hub,
+        kind="room",
+        wake_key=room_key(room_id),
+        after=after,
+        page_size=STREAM_PAGE,
+        read_page=lambda pos: _page(hub, member, room_id, pos, STREAM_PAGE),
+        frame=sse_frame,
     )

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import msgspec
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from agentpost.hub import auth
 from agentpost.hub.decode import read_json
@@ -21,12 +20,14 @@ from agentpost.hub.routes.events import (
     int_param,
     last_event_id,
 )
+from agentpost.hub.routes.sse import sse_response
 from agentpost.hub.schemas import AckIn
 from agentpost.hub.state import hub_of
 from agentpost.store import inbox, members
 from agentpost.store.engine import Tx
 
 MAX_WAIT = 60.0
+STREAM_PAGE = 200
 
 
 def _items(rows: list[tuple[int, bytes]]) -> bytes:
@@ -67,40 +68,24 @@ async def inbox_stream(request: Request) -> Response:
     if resume is None:
         resume = await hub.engine.read(lambda db: members.inbox_cursor(db, member.id))
     after = resume
-    keepalive = hub.config.sse_keepalive_seconds
 
-    async def frames() -> AsyncIterator[bytes]:
-        nonlocal after
-        gauge = hub.metrics.open_streams.labels("inbox")
-        gauge.inc()
-        try:
-            yield b": stream open\n\n"
-            while True:
-                woken = hub.notifier.event(inbox_key(member.id))
-                rows = await hub.engine.read(lambda db, a=after: inbox.page(db, member.id, a, 200))
-                if rows:
-                    yield b"".join(
-                        b'id: %d\nevent: inbox\ndata: {"cursor":%d,"event":' % (cursor, cursor)
-                        + body
-                        + b"}\n\n"
-                        for cursor, body in rows
-                    )
-                    after = rows[-1][0]
-                    await asyncio.sleep(0)  # as in the room stream: serve others, notice hang-ups
-                    if await request.is_disconnected():
-                        return
-                if len(rows) == 200:
-                    continue
-                if not await wait(woken, keepalive):
-                    yield b": keep-alive\n\n"
-        finally:
-            gauge.dec()
+    async def read_page(pos: int) -> list[tuple[int, bytes]]:
+        return await hub.engine.read(lambda db: inbox.page(db, member.id, pos, STREAM_PAGE))
 
-    return StreamingResponse(
-        frames(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    return sse_response(
+        request,
+        hub,
+        kind="inbox",
+        wake_key=inbox_key(member.id),
+        after=after,
+        page_size=STREAM_PAGE,
+        read_page=read_page,
+        frame=_inbox_frame,
     )
+
+
+def _inbox_frame(cursor: int, body: bytes) -> bytes:
+    return b'id: %d\nevent: inbox\ndata: {"cursor":%d,"event":' % (cursor, cursor) + body + b"}\n\n"
 
 
 async def ack(request: Request) -> Response:
