@@ -187,3 +187,10 @@ def test_sensitive_filter_refuses_and_spends_the_key(room: Room) -> None:
     assert up.json()["error"]["reason"] == "sensitive_data"
     assert room.events("hana") == []
     assert room.post("hana", "a harmless line").status_code == 201
+
+
+def test_llm_router_without_an_endpoint_stops(room: Room) -> None:
+    """No AGENTPOST_ROUTER_URL: an `llm` room wakes no one rather than guessing."""
+    assert room.settings("hana", router="llm").json()["room"]["router"] == "llm"
+    ev = room.say("hana", "anyone?")
+    assert (ev["targets"], ev["route"]) == ([], "router_stop")

@@ -130,6 +130,8 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             http=httpx.AsyncClient(),
             router_settings=LlmSettings.from_env(),
         )
+        if hub.router_settings is None:
+            log.info("no AGENTPOST_ROUTER_URL: rooms with the llm router stop (wake no one)")
         hub.metrics.watch_in_flight(hub.idempotency.in_flight)
         eng.on_notify(hub.notifier.notify)
         app.state.hub = hub

@@ -175,12 +175,13 @@ def room_for_member(db: Db, room_id: str, member_id: str) -> tuple[Room, bool] |
     return (_room(row), bool(row[11])) if row else None
 
 
-def live_agents(db: Db, room_id: str) -> list[Member]:
+def live_agents(db: Db, room_id: str, limit: int = 1_000_000) -> list[Member]:
     """The room's participants that are active agents, as members, by name (one query)."""
     rows = db.all(
         f"SELECT {members.MEMBER_COLS} FROM participants p JOIN members m ON m.id = p.member_id"
         " JOIN workspaces w ON w.id = m.workspace_id"
-        " WHERE p.room_id = ? AND m.kind = 'agent' AND m.status = 'active' ORDER BY m.name",
-        (room_id,),
+        " WHERE p.room_id = ? AND m.kind = 'agent' AND m.status = 'active' ORDER BY m.name"
+        " LIMIT ?",
+        (room_id, limit),
     )
     return [members.member_of(r) for r in rows]

@@ -103,6 +103,8 @@ async def post_message(request: Request) -> Response:
     async def ask_router() -> None:
         # Only a new post of a human with no live mention in an `llm` room asks the model,
         # before the write transaction (§4); a replay never does.
+        if hub.router_settings is None or member.kind != "human":
+            return  # no model to ask (an llm room then stops, see routing.router)
         candidates = await hub.engine.read(
             lambda db: router.llm_candidates(db, room_id, member, normalized["text"])
         )

@@ -169,10 +169,12 @@ def _router(tx: Tx, room: Room, sender: Member, router_choice: str | None) -> De
     """A human message with no mention: the room's router policy (router.py)."""
     if room.router == "none":
         return Decision([], "router_none")
+    if room.router == "sole-agent":
+        # Two are enough to know there is no sole agent (the sender is a human here).
+        few = rooms.live_agents(tx, room.id, limit=2)
+        return Decision(few, "sole_agent") if len(few) == 1 else Decision([], "no_sole_agent")
     candidates = [m for m in _agents(tx, room) if m.id != sender.id]
     if room.router == "llm":
         chosen = [m for m in candidates if m.name == router_choice]
         return Decision(chosen, "router") if chosen else Decision([], "router_stop")
-    if len(candidates) == 1:
-        return Decision(candidates, "sole_agent")
-    return Decision([], "no_sole_agent")
+    raise AssertionError(f"unknown router policy {room.router!r}")

@@ -71,12 +71,9 @@ def llm_candidates(db: Db, room_id: str, sender: Member, text: str) -> list[str]
 
 
 async def ask_llm(
-    settings: LlmSettings | None, http: httpx.AsyncClient, candidates: list[str], text: str
+    settings: LlmSettings, http: httpx.AsyncClient, candidates: list[str], text: str
 ) -> str:
     """A candidate's name or `stop`."""
-    if settings is None:
-        log.warning("room router is llm but AGENTPOST_ROUTER_URL is not set: stop")
-        return STOP
     if not candidates:
         return STOP
     headers = {"Authorization": f"Bearer {settings.key}"} if settings.key else {}
