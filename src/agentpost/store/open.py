@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from agentpost.core.errors import Code, RequestError
@@ -25,7 +26,8 @@ def open_engine(db_url: str | None, data_dir: Path) -> Engine:
                 Code.INVALID_REQUEST,
                 "PostgreSQL needs the extra: pip install 'agentpost[postgres]'",
             ) from exc
-        return PostgresEngine(db_url)
+        writers = int(os.environ.get("AGENTPOST_PG_WRITERS", "4"))
+        return PostgresEngine(db_url, writers=max(1, writers))
     raise RequestError(
         Code.INVALID_REQUEST,
         f"unsupported database URL {db_url!r} (expected sqlite:///PATH or postgresql://…)",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -144,7 +145,11 @@ class PostgresEngine:
     shared = True
 
     def __init__(
-        self, dsn: str, crash_points: CrashPoints | None = None, read_connections: int = 8
+        self,
+        dsn: str,
+        crash_points: CrashPoints | None = None,
+        read_connections: int = 8,
+        writers: int = 4,
     ) -> None:
         self.dsn = dsn
         try:
@@ -160,7 +165,13 @@ class PostgresEngine:
         except psycopg.OperationalError as exc:
             raise StorageUnavailable(f"cannot reach PostgreSQL: {exc}") from exc
         self._readers = ThreadPoolExecutor(read_connections, thread_name_prefix="pg-read")
-        self._writer = GroupCommitWriter(_Backend(dsn), "pg-writer", crash_points or CrashPoints())
+        crash = crash_points or CrashPoints()
+        # Several writers, one connection each: a room's writes always go to the same one
+        # (by its id), so rooms spread over parallel group commits; their row locks are taken
+        # in one global order (store/batch.py), so the writers cannot deadlock.
+        self._writers = [
+            GroupCommitWriter(_Backend(dsn), f"pg-writer-{i}", crash) for i in range(writers)
+        ]
         self._callback: Callable[[str], None] = lambda key: None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
@@ -184,7 +195,8 @@ class PostgresEngine:
     def on_notify(self, callback: Callable[[str], None]) -> None:
         self._callback = callback
         self._loop = asyncio.get_running_loop()
-        self._writer.notify = callback
+        for writer in self._writers:
+            writer.notify = callback
         self._listener = threading.Thread(target=self._listen, name="pg-listen", daemon=True)
         self._listener.start()
 
@@ -234,16 +246,19 @@ class PostgresEngine:
         raise AssertionError("unreachable")
 
     async def write(self, fn: Callable[[PgTx], T], order: str = "") -> T:
-        result: T = await self._writer.submit(fn, order)
+        writer = self._writers[zlib.crc32(order.encode()) % len(self._writers)]
+        result: T = await writer.submit(fn, order)
         return result
 
     async def close(self) -> None:
         self._stop.set()
-        await asyncio.to_thread(self._writer.stop)
+        for writer in self._writers:
+            await asyncio.to_thread(writer.stop)
         if self._listener is not None:
             await asyncio.to_thread(self._listener.join, 5)
         self._readers.shutdown(wait=False)
         self._pool.close()
-        backend = self._writer.backend
-        if isinstance(backend, _Backend) and backend.conn is not None:
-            backend.conn.close()
+        for writer in self._writers:
+            backend = writer.backend
+            if isinstance(backend, _Backend) and backend.conn is not None:
+                backend.conn.close()
