@@ -275,3 +275,26 @@ def test_metadata_beyond_json_safe_integers_is_refused(setup: Setup) -> None:
             r = post(c, setup.room, {"text": "x", "metadata": {"n": 2**60}}, key)
             assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request")
         assert events(c, setup.room) == []
+
+
+def test_client_hanging_up_mid_body_posts_nothing_and_is_no_internal_error(make_hub) -> None:  # noqa: ANN001
+    import socket
+    from urllib.parse import urlsplit
+
+    hub = make_hub(extra_args=["--log-level", "info"])
+    s = make_setup(hub, ["alice"], [])
+    url = urlsplit(hub.url)
+    head = (
+        f"POST /v1/rooms/{s.room}/messages HTTP/1.1\r\nHost: {url.hostname}\r\n"
+        f"Authorization: Bearer {s.tokens['alice']}\r\nIdempotency-Key: cut\r\n"
+        "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    ).encode() + b'{"text": "half'
+    with socket.create_connection((url.hostname, url.port)) as sock:
+        sock.sendall(head)
+    assert hub.log_path is not None
+    poll(lambda: "client left during POST" in hub.log_path.read_text())
+    assert "internal error" not in hub.log_path.read_text()
+    with hub.client(s.tokens["alice"]) as c:
+        assert events(c, s.room) == []
+        ok = post(c, s.room, {"text": "whole"}, "cut")
+        assert ok.headers["idempotency-status"] == "created"

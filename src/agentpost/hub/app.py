@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -22,7 +22,12 @@ from agentpost.core.ids import new_token, token_hash
 from agentpost.hub.auth import TokenCache
 from agentpost.hub.blobs import BlobStore
 from agentpost.hub.config import HubConfig
-from agentpost.hub.errors import error_response, handle_agentpost_error, handle_unknown
+from agentpost.hub.errors import (
+    error_response,
+    handle_agentpost_error,
+    handle_client_gone,
+    handle_unknown,
+)
 from agentpost.hub.idempotency import Idempotency
 from agentpost.hub.metrics import HubMetrics
 from agentpost.hub.notify import Notifier
@@ -151,6 +156,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
         exception_handlers={
             AgentpostError: handle_agentpost_error,
             HTTPException: _http_error,
+            ClientDisconnect: handle_client_gone,
             Exception: handle_unknown,
         },
     )

@@ -71,3 +71,9 @@ async def handle_agentpost_error(request: Request, exc: Exception) -> Response:
 async def handle_unknown(request: Request, exc: Exception) -> Response:
     log.exception("internal error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(AgentpostError(Code.INTERNAL, "internal error; it was logged"))
+
+
+async def handle_client_gone(request: Request, exc: Exception) -> Response:
+    """The client hung up before its body arrived: nothing was done, nobody reads an answer."""
+    log.info("client left during %s %s; nothing was posted", request.method, request.url.path)
+    return Response(status_code=400)
