@@ -298,3 +298,36 @@ def test_client_hanging_up_mid_body_posts_nothing_and_is_no_internal_error(make_
         assert events(c, s.room) == []
         ok = post(c, s.room, {"text": "whole"}, "cut")
         assert ok.headers["idempotency-status"] == "created"
+
+
+def test_member_removed_while_its_body_is_in_flight_is_refused(setup: Setup) -> None:
+    """Authenticated before the removal, committed after it: the write re-checks (§4)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = urlsplit(setup.hub.url)
+    body = b'{"text": "late @alice"}'
+    head = (
+        f"POST /v1/rooms/{setup.room}/messages HTTP/1.1\r\nHost: {url.hostname}\r\n"
+        f"Authorization: Bearer {setup.tokens['bot']}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    with socket.create_connection((url.hostname, url.port)) as sock:
+        sock.sendall(head + body[:5])
+        poll(lambda: _in_progress_requests(setup) >= 2)  # the slow post and this /metrics
+        with setup.hub.client(setup.hub.admin_token) as admin:
+            assert admin.delete("/v1/admin/workspaces/acme/members/bot").status_code == 200
+        sock.sendall(body[5:])
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 403"), answer[:200]
+    assert b'"agent_removed"' in answer
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        assert events(c, setup.room) == []
+
+
+def _in_progress_requests(setup: Setup) -> float:
+    """Requests the hub is handling now (the auth of the slow post is done by then)."""
+    with setup.hub.client() as c:
+        return _gauge(c.get("/metrics").text, "agentpost_requests_in_progress")

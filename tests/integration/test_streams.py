@@ -163,3 +163,31 @@ def test_removed_member_is_refused_at_once(setup: Setup) -> None:
     with setup.hub.client(setup.tokens["alice"]) as a:
         ev = post(a, setup.room, "@bot @helper anyone?")
         assert ev["targets"] == []
+
+
+def test_removed_members_open_streams_end_and_deliver_nothing_new(setup: Setup) -> None:
+    import time
+
+    with setup.hub.client(setup.tokens["bot"], timeout=10) as bot:
+        got: list[str] = []
+        ended: list[bool] = []
+        with (
+            bot.stream("GET", f"/v1/rooms/{setup.room}/stream") as room_stream,
+            bot.stream("GET", "/v1/inbox/stream") as inbox_stream,
+        ):
+            poll(lambda: _stream_open(setup))
+            with setup.hub.client(setup.hub.admin_token) as admin:
+                assert admin.delete("/v1/admin/workspaces/acme/members/bot").status_code == 200
+            with setup.hub.client(setup.tokens["alice"]) as a:
+                post(a, setup.room, "@bot after your removal")
+            for resp in (room_stream, inbox_stream):
+                deadline = time.monotonic() + 10
+                for line in resp.iter_lines():  # keep-alives arrive every 0.5 s
+                    if line.startswith("data:"):
+                        got.append(line)
+                    if time.monotonic() > deadline:
+                        break
+                else:
+                    ended.append(True)
+        assert got == []
+        assert ended == [True, True]  # both streams ended by themselves

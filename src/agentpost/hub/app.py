@@ -13,9 +13,11 @@ from pathlib import Path
 import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentpost.core.errors import AgentpostError, Code
 from agentpost.core.ids import new_token, token_hash
@@ -113,6 +115,24 @@ async def _sweeper(hub: Hub) -> None:
             log.warning("key sweep skipped: %s", exc.message)
 
 
+class _InProgress:
+    """Counts the HTTP requests being handled (`agentpost_requests_in_progress`)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        hub = getattr(scope["app"].state, "hub", None) if scope["type"] == "http" else None
+        if hub is None:
+            await self.app(scope, receive, send)
+            return
+        hub.metrics.in_progress.inc()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            hub.metrics.in_progress.dec()
+
+
 def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
     """The hub app; the store opens in the lifespan (or `engine` is used as given)."""
 
@@ -153,6 +173,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
     return Starlette(
         routes=ROUTES,
         lifespan=lifespan,
+        middleware=[Middleware(_InProgress)],
         exception_handlers={
             AgentpostError: handle_agentpost_error,
             HTTPException: _http_error,

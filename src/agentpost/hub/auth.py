@@ -13,7 +13,7 @@ from starlette.requests import Request
 from agentpost.core.errors import AuthError, Code
 from agentpost.core.ids import token_hash
 from agentpost.store import members
-from agentpost.store.engine import Engine
+from agentpost.store.engine import Db, Engine
 from agentpost.store.models import Member
 
 
@@ -89,3 +89,10 @@ def is_admin(request: Request, admin_hash: str) -> bool:
     except AuthError:
         return False
     return True
+
+
+def still_active(db: Db, who: Member) -> None:
+    """Refuse a member removed since it authenticated (long-lived streams re-check this)."""
+    if members.status(db, who.id) != "active":
+        code = Code.AGENT_REMOVED if who.kind == "agent" else Code.MEMBER_REMOVED
+        raise AuthError(code, f"member {who.name!r} was removed from the workspace")

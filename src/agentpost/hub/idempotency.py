@@ -180,7 +180,12 @@ class Idempotency:
             if rec.created_at >= self._cutoff():
                 return rec
             keys.delete(tx, member_id, key)  # expired: the key is new again (§3)
-            keys.claim(tx, member_id, key, fp, now)
+            if not keys.claim(tx, member_id, key, fp, now):
+                # Another process renewed it first (it deleted the expired record and
+                # committed a new one while we waited): answer from that one.
+                renewed = keys.get(tx, member_id, key)
+                assert renewed is not None, "a failed claim means a committed record exists"
+                return renewed
         try:
             made = create(tx)
             state = STATE_CREATED

@@ -42,6 +42,11 @@ class HubMetrics:
             ["kind"],
             registry=self.registry,
         )
+        self.in_progress = Gauge(
+            "agentpost_requests_in_progress",
+            "HTTP requests being handled now",
+            registry=self.registry,
+        )
         self._posts: dict[tuple[str, str], Counter] = {}
         self._latency: dict[str, Histogram] = {}
         self.keys_swept = Counter(

@@ -19,25 +19,32 @@ from agentpost.hub.notify import inbox_key, room_key
 from agentpost.hub.routing import sensitive
 from agentpost.hub.schemas import Attachment, Event
 from agentpost.store import events, inbox, media, rooms
-from agentpost.store.engine import Db, Tx
+from agentpost.store.engine import Tx
 from agentpost.store.models import MediaRow, Member, Room
 
 _encode = msgspec.json.encode
 
 
-def sendable_room(db: Db, room_id: str, sender: Member) -> Room:
-    """The room if `sender` may post into it now."""
-    found = rooms.room_for_member(db, room_id, sender.id)
-    if found is None or found[0].workspace_id != sender.workspace_id:
+def sendable_room(tx: Tx, room_id: str, sender: Member) -> tuple[Room, int]:
+    """The room and the post's `seq`, if `sender` may post into it now. The room's row is
+    locked first (taking its next seq), so every check below reads what is committed by
+    then: an archive, a settings change or a removal that returned before is seen (§3, §4).
+    A refusal rolls the seq back with the job."""
+    seq = rooms.next_seq(tx, room_id)
+    found = rooms.room_for_member(tx, room_id, sender.id)
+    if seq is None or found is None or found[0].workspace_id != sender.workspace_id:
         raise RequestError(Code.ROOM_NOT_FOUND, f"no room {room_id!r}")
-    room, participant = found
+    room, participant, status = found
+    if status != "active":
+        code = Code.AGENT_REMOVED if sender.kind == "agent" else Code.MEMBER_REMOVED
+        raise AuthError(code, f"member {sender.name!r} was removed from the workspace")
     if not participant:
         raise AuthError(
             Code.CHANNEL_MEMBERSHIP_REQUIRED, f"{sender.name!r} is not a participant of this room"
         )
     if room.archived:
         raise RequestError(Code.ROOM_ARCHIVED, "the room is archived; unarchive it to post")
-    return room
+    return room, seq
 
 
 def attachment_of(m: MediaRow) -> Attachment:
@@ -55,12 +62,12 @@ def append_event(
     metadata: dict[str, Any],
     in_reply_to: str | None,
     reply_kind: str | None,
+    seq: int,
     router_choice: str | None = None,
 ) -> tuple[Event, bytes]:
     """Route, take the next seq, store the event and its inbox rows; wake after commit."""
-    # The room's row lock first (its next seq), then whatever routing locks (E1 of a
-    # receipt): one lock order in every job, so concurrent writers cannot deadlock (§8).
-    seq = rooms.next_seq(tx, room.id)
+    # The room's row lock is held already (sendable_room took the seq); routing may lock
+    # E1 of a receipt after it: one lock order in every job, so writers cannot deadlock (§8).
     event_id = new_id("ev")
     decision = routing.route(
         tx, room, sender, routing.Message(event_id, text, in_reply_to, reply_kind), router_choice
@@ -111,7 +118,7 @@ def create_message(
     normalized: dict[str, Any],
     router_choice: str | None = None,
 ) -> Created:
-    room = sendable_room(tx, room_id, sender)
+    room, seq = sendable_room(tx, room_id, sender)
     refuse_secrets(room, normalized["text"])
     ids: list[str] = normalized["attachments"]
     found = {m.id: m for m in media.by_ids(tx, room.id, ids)}
@@ -132,6 +139,7 @@ def create_message(
         metadata=normalized["metadata"],
         in_reply_to=normalized["in_reply_to"],
         reply_kind=normalized["reply_kind"],
+        seq=seq,
         router_choice=router_choice,
     )
     return Created(201, b'{"event":' + body + b"}", room.id, ev.id)
@@ -140,7 +148,7 @@ def create_message(
 def create_media_event(
     tx: Tx, room_id: str, sender: Member, row: MediaRow, caption: str
 ) -> Created:
-    room = sendable_room(tx, room_id, sender)
+    room, seq = sendable_room(tx, room_id, sender)
     refuse_secrets(room, caption)
     stored = MediaRow(
         id=row.id,
@@ -163,6 +171,7 @@ def create_media_event(
         metadata={},
         in_reply_to=None,
         reply_kind=None,
+        seq=seq,
     )
     media_json = _encode(
         {

@@ -147,3 +147,9 @@ def tombstone(db: Db, hashed: str) -> tuple[str, str] | None:
     """(name, kind) of the hard-removed member a token belonged to."""
     row = db.one("SELECT name, kind FROM token_tombstones WHERE hash = ?", (hashed,))
     return (row[0], row[1]) if row else None
+
+
+def status(db: Db, member_id: str) -> str | None:
+    """`active` or `removed`; None when the member was deleted."""
+    row = db.one("SELECT status FROM members WHERE id = ?", (member_id,))
+    return str(row[0]) if row else None

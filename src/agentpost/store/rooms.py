@@ -97,14 +97,21 @@ def set_archived(db: Db, room_id: str, archived: bool) -> None:
     db.run("UPDATE rooms SET archived = ? WHERE id = ?", (int(archived), room_id))
 
 
-def next_seq(db: Db, room_id: str) -> int:
-    """Take the room's next `seq` inside the write transaction: gap-free, since a rolled-back
-    job gives its number back with the rest of its writes (DESIGN.md §2)."""
+def next_seq(db: Db, room_id: str) -> int | None:
+    """Take the room's next `seq` inside the write transaction (None: no such room):
+    gap-free, since a rolled-back job gives its number back with the rest of its writes
+    (DESIGN.md §2). On PostgreSQL this takes the room's row lock until commit."""
     row = db.one(
         "UPDATE rooms SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq", (room_id,)
     )
-    assert row is not None
-    return int(row[0])
+    return int(row[0]) if row else None
+
+
+def lock(db: Db, room_id: str) -> None:
+    """Hold the room's row lock until the transaction ends, so a post that takes it next
+    sees this change (PostgreSQL; SQLite's one write transaction already excludes others)."""
+    if db.dialect == "postgres":
+        db.one("SELECT 1 FROM rooms WHERE id = ? FOR UPDATE", (room_id,))
 
 
 def is_participant(db: Db, room_id: str, member_id: str) -> bool:
@@ -165,14 +172,16 @@ def live_agent_participants(db: Db, room_id: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-def room_for_member(db: Db, room_id: str, member_id: str) -> tuple[Room, bool] | None:
-    """The room and whether the member takes part in it, in one query (the post path)."""
+def room_for_member(db: Db, room_id: str, member_id: str) -> tuple[Room, bool, str | None] | None:
+    """The room, whether the member takes part in it, and the member's status now (None:
+    deleted), in one query (the post path)."""
     row = db.one(
         f"SELECT {_COLS}, EXISTS (SELECT 1 FROM participants p WHERE p.room_id = rooms.id"
-        " AND p.member_id = ?) FROM rooms WHERE id = ?",
-        (member_id, room_id),
+        " AND p.member_id = ?), (SELECT m.status FROM members m WHERE m.id = ?)"
+        " FROM rooms WHERE id = ?",
+        (member_id, member_id, room_id),
     )
-    return (_room(row), bool(row[11])) if row else None
+    return (_room(row), bool(row[11]), row[12]) if row else None
 
 
 def live_agents(db: Db, room_id: str, limit: int = 1_000_000) -> list[Member]:

@@ -79,6 +79,7 @@ async def _page(
     hub: Hub, member: Member, room_id: str, after: int, limit: int
 ) -> list[tuple[int, bytes]]:
     def read(db: Db) -> list[tuple[int, bytes]]:
+        auth.still_active(db, member)  # a stream outlives its auth check: re-check each page
         visible_room(db, room_id, member)
         return events.page(db, room_id, after, limit)
 

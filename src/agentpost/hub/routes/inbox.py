@@ -24,7 +24,7 @@ from agentpost.hub.routes.sse import sse_response
 from agentpost.hub.schemas import AckIn
 from agentpost.hub.state import hub_of
 from agentpost.store import inbox, members
-from agentpost.store.engine import Tx
+from agentpost.store.engine import Db, Tx
 
 MAX_WAIT = 60.0
 STREAM_PAGE = 200
@@ -70,7 +70,11 @@ async def inbox_stream(request: Request) -> Response:
     after = resume
 
     async def read_page(pos: int) -> list[tuple[int, bytes]]:
-        return await hub.engine.read(lambda db: inbox.page(db, member.id, pos, STREAM_PAGE))
+        def read(db: Db) -> list[tuple[int, bytes]]:
+            auth.still_active(db, member)  # the stream ends when its member is removed
+            return inbox.page(db, member.id, pos, STREAM_PAGE)
+
+        return await hub.engine.read(read)
 
     return sse_response(
         request,

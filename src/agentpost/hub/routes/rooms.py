@@ -135,6 +135,7 @@ async def set_participant(request: Request) -> Response:
     adding = request.method == "PUT"
 
     def change(tx: Tx) -> RoomOut:
+        rooms.lock(tx, room_id)  # a post that comes next sees who takes part (§4)
         room = visible_room(tx, room_id, who)
         target = members.member_by_name(tx, room.workspace_id, name)
         if target is None or (adding and target.status != "active"):
@@ -145,7 +146,7 @@ async def set_participant(request: Request) -> Response:
             rooms.remove_participant(tx, room.id, target.id)
         return room_out(tx, room, members.workspace_name(tx, room.workspace_id))
 
-    out = await hub.engine.write(change)
+    out = await hub.engine.write(change, room_id)
     return json_response(200, msgspec.json.encode({"room": out}))
 
 
@@ -162,7 +163,7 @@ async def set_archived(request: Request) -> Response:
         assert fresh is not None
         return room_out(tx, fresh, members.workspace_name(tx, room.workspace_id))
 
-    out = await hub.engine.write(change)
+    out = await hub.engine.write(change, room_id)
     return json_response(200, msgspec.json.encode({"room": out}))
 
 
@@ -201,5 +202,5 @@ async def update_settings(request: Request) -> Response:
         assert fresh is not None
         return room_out(tx, fresh, members.workspace_name(tx, room.workspace_id))
 
-    out = await hub.engine.write(change)
+    out = await hub.engine.write(change, room_id)
     return json_response(200, msgspec.json.encode({"room": out}))
