@@ -10,7 +10,6 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -112,7 +111,3 @@ def table(columns: list[str], rows: list[list[Any]]) -> None:
     for row in rows:
         t.add_row(*["" if v is None else str(v) for v in row])
     console.print(t)
-
-
-def path_arg(p: str) -> Path:
-    return Path(p)

@@ -68,13 +68,10 @@ async def member(request: Request, hub: HasAuth) -> Member:
     if found is None:
         gone = await hub.engine.read(lambda db: members.tombstone(db, hashed))
         if gone is not None:
-            name, kind = gone
-            code = Code.AGENT_REMOVED if kind == "agent" else Code.MEMBER_REMOVED
-            raise AuthError(code, f"member {name!r} was removed from the workspace")
+            raise removed(*gone)
         raise AuthError(Code.UNAUTHORIZED, "unknown token")
     if found.status != "active":
-        code = Code.AGENT_REMOVED if found.kind == "agent" else Code.MEMBER_REMOVED
-        raise AuthError(code, f"member {found.name!r} was removed from the workspace")
+        raise removed(found.name, found.kind)
     return found
 
 
@@ -94,5 +91,10 @@ def is_admin(request: Request, admin_hash: str) -> bool:
 def still_active(db: Db, who: Member) -> None:
     """Refuse a member removed since it authenticated (long-lived streams re-check this)."""
     if members.status(db, who.id) != "active":
-        code = Code.AGENT_REMOVED if who.kind == "agent" else Code.MEMBER_REMOVED
-        raise AuthError(code, f"member {who.name!r} was removed from the workspace")
+        raise removed(who.name, who.kind)
+
+
+def removed(name: str, kind: str) -> AuthError:
+    """The refusal of a member removed from the workspace (soft or hard), DESIGN.md §4."""
+    code = Code.AGENT_REMOVED if kind == "agent" else Code.MEMBER_REMOVED
+    return AuthError(code, f"member {name!r} was removed from the workspace")

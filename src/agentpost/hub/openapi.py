@@ -615,4 +615,5 @@ def document() -> dict[str, Any]:
 
 
 def document_bytes() -> bytes:
+    """The document as served: built once, the same bytes every time."""
     return _document()

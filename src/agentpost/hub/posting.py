@@ -13,7 +13,7 @@ import msgspec
 from agentpost.core.clock import now_ms, rfc3339
 from agentpost.core.errors import AuthError, Code, RequestError
 from agentpost.core.ids import new_id
-from agentpost.hub import routing
+from agentpost.hub import auth, routing
 from agentpost.hub.idempotency import Created, Rejected
 from agentpost.hub.notify import inbox_key, room_key
 from agentpost.hub.routing import sensitive
@@ -36,8 +36,7 @@ def sendable_room(tx: Tx, room_id: str, sender: Member) -> tuple[Room, int]:
         raise RequestError(Code.ROOM_NOT_FOUND, f"no room {room_id!r}")
     room, participant, status = found
     if status != "active":
-        code = Code.AGENT_REMOVED if sender.kind == "agent" else Code.MEMBER_REMOVED
-        raise AuthError(code, f"member {sender.name!r} was removed from the workspace")
+        raise auth.removed(sender.name, sender.kind)
     if not participant:
         raise AuthError(
             Code.CHANNEL_MEMBERSHIP_REQUIRED, f"{sender.name!r} is not a participant of this room"

@@ -96,8 +96,6 @@ class GroupCommitWriter:
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
-        self.batches = 0
-        self.jobs = 0
 
     async def submit(self, fn: Callable[[Any], Any], order: str = "") -> Any:
         """Run `fn(tx)` in the next batch. Jobs of a batch run sorted by `order` (the room
@@ -204,8 +202,6 @@ class GroupCommitWriter:
             ]
         else:
             self.crash.reach("after_commit")
-        self.batches += 1
-        self.jobs += len(batch)
         self._settle(batch, outcomes)
 
     def _run_deferred(

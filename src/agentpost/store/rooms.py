@@ -162,16 +162,6 @@ def update_settings(
     )
 
 
-def live_agent_participants(db: Db, room_id: str) -> list[str]:
-    """Names of the room's participants that are active agents, by name."""
-    rows = db.all(
-        "SELECT m.name FROM participants p JOIN members m ON m.id = p.member_id"
-        " WHERE p.room_id = ? AND m.kind = 'agent' AND m.status = 'active' ORDER BY m.name",
-        (room_id,),
-    )
-    return [r[0] for r in rows]
-
-
 def room_for_member(db: Db, room_id: str, member_id: str) -> tuple[Room, bool, str | None] | None:
     """The room, whether the member takes part in it, and the member's status now (None:
     deleted), in one query (the post path)."""

@@ -76,10 +76,11 @@ def float_param(request: Request, name: str, default: float, high: float) -> flo
 
 
 async def _page(
-    hub: Hub, member: Member, room_id: str, after: int, limit: int
+    hub: Hub, member: Member, room_id: str, after: int, limit: int, recheck: bool = False
 ) -> list[tuple[int, bytes]]:
     def read(db: Db) -> list[tuple[int, bytes]]:
-        auth.still_active(db, member)  # a stream outlives its auth check: re-check each page
+        if recheck:  # a stream outlives its auth check: re-check the member on each page
+            auth.still_active(db, member)
         visible_room(db, room_id, member)
         return events.page(db, room_id, after, limit)
 
@@ -116,6 +117,6 @@ async def stream(request: Request) -> Response:
         wake_key=room_key(room_id),
         after=after,
         page_size=STREAM_PAGE,
-        read_page=lambda pos: _page(hub, member, room_id, pos, STREAM_PAGE),
+        read_page=lambda pos: _page(hub, member, room_id, pos, STREAM_PAGE, recheck=True),
         frame=sse_frame,
     )

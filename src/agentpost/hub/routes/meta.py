@@ -9,7 +9,7 @@ from starlette.responses import Response
 from agentpost import __version__
 from agentpost.hub import idempotency
 from agentpost.hub.errors import json_response
-from agentpost.hub.openapi import document
+from agentpost.hub.openapi import document_bytes
 from agentpost.hub.state import hub_of
 
 FEATURES = ["room_post_idempotency", "media", "sse", "inbox", "threads"]
@@ -46,4 +46,4 @@ async def metrics(request: Request) -> Response:
 
 
 async def openapi(request: Request) -> Response:
-    return json_response(200, msgspec.json.encode(document()))
+    return json_response(200, document_bytes())

@@ -67,7 +67,7 @@ def llm_candidates(db: Db, room_id: str, sender: Member, text: str) -> list[str]
     names = [n for n in mentioned_names(text) if n != sender.name]
     if members.live_members_named(db, sender.workspace_id, names):
         return None
-    return [n for n in rooms.live_agent_participants(db, room_id) if n != sender.name]
+    return [m.name for m in rooms.live_agents(db, room_id) if m.name != sender.name]
 
 
 async def ask_llm(
