@@ -25,6 +25,7 @@ class HubProcess:
     proc: subprocess.Popen[str] | None = None
     url: str = ""
     log_path: Path | None = None
+    startup_output: str | None = None
 
     def start(self, timeout: float = 20.0) -> HubProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -49,8 +50,10 @@ class HubProcess:
             )
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
+        before: list[str] = []
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
+            before.append(line)
             if not line:
                 if self.proc.poll() is not None:
                     self._close()
@@ -59,6 +62,7 @@ class HubProcess:
             m = LISTENING.search(line)
             if m:
                 self.url = m.group(1)
+                self.startup_output = "".join(before)
                 return self
         self.kill()
         raise RuntimeError("hub did not print its listening line in time")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 from pathlib import Path
 
 import click
@@ -33,13 +34,15 @@ def migrate_cmd(db_url: str | None, data_dir: Path | None, as_json: bool) -> Non
     """Bring the database schema up to this version (hubs also do it at start)."""
     from agentpost.core.errors import AgentpostError, Code
     from agentpost.hub.config import default_data_dir
-    from agentpost.store.open import open_engine, schema_version
+    from agentpost.store.files import private_dir
+    from agentpost.store.open import describe, open_engine, schema_version
 
     url = db_url or os.environ.get("AGENTPOST_DB")
     data = data_dir or default_data_dir()
-    data.mkdir(parents=True, exist_ok=True)
 
     async def run() -> int:
+        if url is None:
+            private_dir(data)
         engine = open_engine(url, data)
         try:
             return await engine.read(schema_version)
@@ -54,8 +57,11 @@ def migrate_cmd(db_url: str | None, data_dir: Path | None, as_json: bool) -> Non
             as_json, str(exc.code), exc.message, retryable, EXIT_RETRY if retryable else EXIT_FINAL
         )
         return
+    except (OSError, sqlite3.Error) as exc:
+        fail(as_json, "storage_unavailable", f"{describe(url, data)}: {exc}", False, EXIT_FINAL)
+        return
     emit(
         as_json,
-        {"schema_version": version, "database": url or str(data / "hub.sqlite3")},
-        lambda: console.print(f"schema is at version {version}"),
+        {"schema_version": version, "database": describe(url, data)},
+        lambda: console.print(f"schema of {describe(url, data)} is at version {version}"),
     )

@@ -37,6 +37,7 @@ from agentpost.hub.routes import admin, events, inbox, messages, meta, rooms, th
 from agentpost.hub.routing.router import LlmSettings
 from agentpost.hub.state import Hub
 from agentpost.store.engine import Engine
+from agentpost.store.files import private_dir
 from agentpost.store.open import open_engine
 
 log = logging.getLogger("agentpost.hub")
@@ -138,7 +139,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        config.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(config.data_dir)
         admin_hash, token_path = admin_token_hash(config.data_dir)
         if token_path is not None:
             log.info("admin token: %s", token_path)

@@ -1,18 +1,34 @@
-"""Running the hub: uvicorn on one loopback port, the "listening on" line (§3 Starting)."""
+"""Running the hub: uvicorn on one loopback port, the "listening on" line (§3 Starting).
+
+Everything that can go wrong at start (the data dir, the port, the database) is tried
+before uvicorn runs, so a mistake ends in one line naming it (`StartError`), never a
+traceback.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
 import socket
+import sqlite3
 import sys
 
 import uvicorn
 
-from agentpost.hub.app import create_app
+from agentpost.core.errors import AgentpostError
+from agentpost.hub.app import admin_token_hash, create_app
 from agentpost.hub.config import HubConfig
+from agentpost.store.engine import Engine
+from agentpost.store.files import UMASK, private_dir
+from agentpost.store.open import describe, open_engine
 
 log = logging.getLogger("agentpost.hub")
+
+
+class StartError(Exception):
+    """The hub cannot start as configured; the message says what to change."""
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -21,12 +37,43 @@ def bind(host: str, port: int) -> socket.socket:
     # IPPROTO_TCP explicitly: the event loop turns Nagle off (TCP_NODELAY) only on sockets
     # it knows are TCP; without it each response body waits ~40 ms for a delayed ACK.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise StartError(
+                f"port {port} on {host} is in use (another hub?): stop it, or pick another "
+                "port with --port (0 picks a free one)"
+            ) from exc
+        raise StartError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     sock.set_inheritable(True)
     return sock
+
+
+def _prepare(config: HubConfig) -> tuple[socket.socket, Engine]:
+    """The data dir (0700), the admin token, the port and the open database."""
+    try:
+        private_dir(config.data_dir)
+        admin_token_hash(config.data_dir)
+    except OSError as exc:
+        raise StartError(
+            f"cannot use the data dir {config.data_dir}: {exc.strerror or exc} "
+            "(pick another with --data or AGENTPOST_HOME)"
+        ) from exc
+    sock = bind(config.host, config.port)
+    try:
+        return sock, open_engine(config.db_url, config.data_dir)
+    except AgentpostError as exc:
+        sock.close()
+        raise StartError(f"cannot open the database: {exc.message}") from exc
+    except (OSError, sqlite3.Error) as exc:
+        sock.close()
+        where = describe(config.db_url, config.data_dir)
+        raise StartError(f"cannot open the database ({where}): {exc}") from exc
 
 
 class _Server(uvicorn.Server):
@@ -46,12 +93,16 @@ def serve(config: HubConfig, log_level: str = "warning") -> None:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    config.data_dir.mkdir(parents=True, exist_ok=True)
-    sock = bind(config.host, config.port)
+    # Whatever the hub writes from here on (blobs, temp files) is the user's alone.
+    os.umask(UMASK)
+    try:
+        sock, engine = _prepare(config)
+    except StartError as exc:
+        print(f"agentpost serve: {exc}", file=sys.stderr, flush=True)
+        sys.exit(1)
     port = sock.getsockname()[1]
     host = f"[{config.host}]" if ":" in config.host else config.host
-    token_note = config.data_dir / "admin.token"
-    app = create_app(config)
+    app = create_app(config, engine)
     ucfg = uvicorn.Config(
         app,
         log_level=log_level,
@@ -61,7 +112,12 @@ def serve(config: HubConfig, log_level: str = "warning") -> None:
         http="httptools" if _has("httptools") else "h11",
     )
     server = _Server(ucfg, f"http://{host}:{port}")
-    print(f"agentpost data dir {config.data_dir}; admin token in {token_note}", flush=True)
+    if os.environ.get("AGENTPOST_ADMIN_TOKEN"):
+        token_note = "admin token from AGENTPOST_ADMIN_TOKEN"
+    else:
+        token_note = f"admin token in {config.data_dir / 'admin.token'}"
+    print(f"agentpost data dir {config.data_dir}; {token_note}", flush=True)
+    print(f"agentpost database: {describe(config.db_url, config.data_dir)}", flush=True)
     if _has("uvloop"):
         import uvloop
 

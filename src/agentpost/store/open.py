@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from agentpost.core.errors import Code, RequestError
 from agentpost.store import migrate
@@ -32,6 +33,24 @@ def open_engine(db_url: str | None, data_dir: Path) -> Engine:
         Code.INVALID_REQUEST,
         f"unsupported database URL {db_url!r} (expected sqlite:///PATH or postgresql://…)",
     )
+
+
+def describe(db_url: str | None, data_dir: Path) -> str:
+    """Which database a URL names, for people to read: the engine and where it is, never
+    a password (the user, host, port and database name of a PostgreSQL URL only)."""
+    if db_url is None:
+        return f"SQLite {data_dir / 'hub.sqlite3'}"
+    if db_url.startswith("sqlite:///"):
+        return f"SQLite {db_url.removeprefix('sqlite://')}"
+    if db_url.startswith(("postgresql://", "postgres://")):
+        parts = urlsplit(db_url)
+        user = f"{parts.username}@" if parts.username else ""
+        try:
+            port = f":{parts.port}" if parts.port else ""
+        except ValueError:
+            port = ""
+        return f"PostgreSQL {user}{parts.hostname or 'localhost'}{port}{parts.path or '/'}"
+    return "an unsupported database URL"
 
 
 def schema_version(db: Db) -> int:

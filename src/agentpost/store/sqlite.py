@@ -18,6 +18,7 @@ from agentpost.core.errors import StorageUnavailable
 from agentpost.store import migrate
 from agentpost.store.batch import GroupCommitWriter, JobState
 from agentpost.store.engine import CrashPoints, Params, Row
+from agentpost.store.files import private_file
 
 T = TypeVar("T")
 log = logging.getLogger("agentpost.store.sqlite")
@@ -109,6 +110,7 @@ class SQLiteEngine:
 
     def __init__(self, path: Path, crash_points: CrashPoints | None = None) -> None:
         self.path = path
+        private_file(path)
         self._writer_conn = _connect(path)
         self._migrate()
         self._reader = SQLiteDb(_connect(path))
