@@ -70,6 +70,8 @@ ROUTES = [
     Route("/v1/inbox/stream", inbox.inbox_stream, methods=["GET"]),
     Route("/v1/inbox/ack", inbox.ack, methods=["POST"]),
     Route("/v1/me", inbox.me, methods=["GET"]),
+    Route("/v1/workspaces/{ws}/members/{name}", inbox.get_member, methods=["GET"]),
+    Route("/v1/rooms/{room}/cancel", messages.cancel, methods=["POST"]),
 ]
 
 

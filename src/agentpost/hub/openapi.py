@@ -18,6 +18,7 @@ from agentpost.hub import idempotency
 from agentpost.hub.errors import STATUS
 from agentpost.hub.schemas import (
     AckIn,
+    CancelIn,
     Event,
     MediaOut,
     MemberIn,
@@ -52,6 +53,10 @@ class MemberCreated(msgspec.Struct):
     member: MemberOut
     token: str
     workspace: str
+
+
+class MemberReply(msgspec.Struct):
+    member: MemberOut
 
 
 class MemberRemoved(msgspec.Struct):
@@ -172,6 +177,7 @@ _STRUCTS: list[type[msgspec.Struct]] = [
     ErrorBody,
 ]
 _STRUCTS += [ThreadIn, ThreadOut, SendReply]  # threads (DESIGN.md §5)
+_STRUCTS += [CancelIn, MemberReply]  # connect (DESIGN.md §6)
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -549,6 +555,25 @@ def _operations() -> dict[str, dict[str, Any]]:
             )
         },
         "/v1/me": {"get": _op("me", (200, _json("Me")), [*AUTH, *WRITE], security=MEMBER)},
+        "/v1/workspaces/{ws}/members/{name}": {
+            "get": _op(
+                "get_member",
+                (200, _json("MemberReply")),
+                [*AUTH, Code.NO_WORKSPACE, Code.MEMBER_NOT_FOUND, Code.NOT_FOUND, *WRITE],
+                security=MEMBER,
+                params=[WS, MEMBER_NAME],
+            )
+        },
+        "/v1/rooms/{room}/cancel": {
+            "post": _op(
+                "cancel_turn",
+                (201, _json("EventPosted")),
+                [*BODY, *POST],
+                security=MEMBER,
+                params=[ROOM_ID],
+                body="CancelIn",
+            )
+        },
         **_thread_operations(),
     }
 

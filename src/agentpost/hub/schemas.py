@@ -52,6 +52,13 @@ class MessageIn(msgspec.Struct, forbid_unknown_fields=True):
     attachments: Annotated[list[str], msgspec.Meta(max_length=32)] = []
 
 
+class CancelIn(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /v1/rooms/{room}/cancel`: stop the running Turn of `agent` (default: every agent
+    of the room), as a person typing `/stop` would (DESIGN.md §6)."""
+
+    agent: Name | None = None
+
+
 class AckIn(msgspec.Struct, forbid_unknown_fields=True):
     cursor: Annotated[int, msgspec.Meta(ge=0)]
 

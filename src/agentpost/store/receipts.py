@@ -45,3 +45,15 @@ def count_needs_input(db: Db, event_id: str, replier: str, limit: int) -> int | 
         (event_id, replier, limit),
     )
     return int(row[0]) if row else None
+
+
+def claim_answer(db: Db, event_id: str, replier: str) -> bool:
+    """Record that `replier` answered the person's event; False when it did before (§4)."""
+    return (
+        db.run(
+            "INSERT INTO answers (event_id, replier) VALUES (?, ?)"
+            " ON CONFLICT (event_id, replier) DO NOTHING",
+            (event_id, replier),
+        )
+        == 1
+    )

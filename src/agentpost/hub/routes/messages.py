@@ -15,12 +15,12 @@ from agentpost.core.errors import AgentpostError, Code, RequestError
 from agentpost.core.ids import new_id
 from agentpost.core.jcs import canonical
 from agentpost.hub import auth, idempotency, posting, routing
-from agentpost.hub.decode import read_json
+from agentpost.hub.decode import decode_json, read_body, read_json
 from agentpost.hub.errors import json_response
 from agentpost.hub.idempotency import Answer, Created
 from agentpost.hub.routes.rooms import visible_room
 from agentpost.hub.routing import router
-from agentpost.hub.schemas import MessageIn
+from agentpost.hub.schemas import CancelIn, MessageIn
 from agentpost.hub.state import Hub, hub_of
 from agentpost.store import media
 from agentpost.store.engine import Db, Tx
@@ -28,6 +28,7 @@ from agentpost.store.models import MediaRow
 
 MESSAGES_ROUTE = "POST /v1/rooms/{room}/messages"
 MEDIA_ROUTE = "POST /v1/rooms/{room}/media"
+CANCEL_ROUTE = "POST /v1/rooms/{room}/cancel"
 
 
 def normalize(body: MessageIn) -> dict[str, Any]:
@@ -117,6 +118,30 @@ async def post_message(request: Request) -> Response:
         return posting.create_message(tx, room_id, member, normalized, asked.get("choice"))
 
     return await _post(hub, MESSAGES_ROUTE, member.id, key, fp, create, ask_router, room_id)
+
+
+async def cancel(request: Request) -> Response:
+    """Cancel the running Turn in the room: posts `/stop` (naming `agent` if given) as the
+    caller, which the routing rules send to the room's live agents (§4, §6). Unkeyed: a
+    second stop is harmless. Participants only, like any post."""
+    hub = hub_of(request)
+    member = await auth.member(request, hub)
+    room_id = request.path_params["room"]
+    raw = await read_body(request, hub.config.max_json_bytes)
+    body = decode_json(raw, CancelIn) if raw.strip() else CancelIn()
+    text = routing.STOP if body.agent is None else f"{routing.STOP} @{body.agent}"
+    normalized = {
+        "text": text,
+        "metadata": {},
+        "in_reply_to": None,
+        "reply_kind": None,
+        "attachments": [],
+    }
+
+    def create(tx: Tx) -> Created:
+        return posting.create_message(tx, room_id, member, normalized)
+
+    return await _post(hub, CANCEL_ROUTE, member.id, None, None, create, None, room_id)
 
 
 async def post_media(request: Request) -> Response:

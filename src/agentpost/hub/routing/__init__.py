@@ -2,6 +2,8 @@
 this package; `route` is the one entry point, run inside the post's write transaction.
 
 Order of decisions for an accepted message (the sender gate already passed):
+0. `/stop` from any participant → the room's live agents (or the ones it mentions), to
+   cancel their running Turn (§6); no delegation, no router;
 1. an agent's receipt (`in_reply_to` + `reply_kind` to a marked delegation) → receipts.py;
 2. master mode: star topology (humans → master or fallback; sub-agents → master);
 3. explicit @mentions of live members (an agent's mention of agents is a delegation);
@@ -9,6 +11,8 @@ Order of decisions for an accepted message (the sender gate already passed):
 5. an agent message with no mention wakes no one (no ping-pong by construction).
 Every result passes the target gate: live members only; for an agent sender, current
 participants only; agents a human targets are added to the room.
+Then "a person who asks is told": an agent's message in reply to a live person's message
+wakes that person, once per (E, replier), in every mode (answers.py).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentpost.hub.routing import receipts
+from agentpost.hub.routing import answers, receipts
 from agentpost.store import members, rooms
 from agentpost.store.engine import Tx
 from agentpost.store.models import Member, Room
@@ -27,6 +31,8 @@ log = logging.getLogger("agentpost.hub.routing")
 
 # Metadata only the hub writes; stripped from what clients send (§4).
 SERVER_OWNED = ("delegated_by", "delegated_to", "receipt_from", "needs_input_from")
+
+STOP = "/stop"
 
 _MENTION = re.compile(r"(?<![\w@])@([a-z0-9][a-z0-9_-]{0,62})")
 
@@ -105,9 +111,25 @@ def _decide(
     tx: Tx, room: Room, sender: Member, msg: Message, router_choice: str | None
 ) -> Decision:
     mentioned = live_mentions(tx, sender, msg.text)
+    if is_stop(msg.text):
+        return _stop(tx, room, sender, mentioned)
     if sender.kind == "agent":
-        return _from_agent(tx, room, sender, msg, mentioned)
+        decision = _from_agent(tx, room, sender, msg, mentioned)
+        return answers.tell_asker(tx, room, sender, msg, decision)
     return _from_human(tx, room, sender, mentioned, router_choice)
+
+
+def is_stop(text: str) -> bool:
+    """`/stop`, alone or followed by mentions: cancel the running Turn (§6)."""
+    return text == STOP or text.startswith(STOP + " ")
+
+
+def _stop(tx: Tx, room: Room, sender: Member, mentioned: list[Member]) -> Decision:
+    agents = [m for m in rooms.live_agents(tx, room.id) if m.id != sender.id]
+    if mentioned:
+        named = {m.id for m in mentioned}
+        agents = [m for m in agents if m.id in named]
+    return Decision(agents, "stop" if agents else "stop_no_agent")
 
 
 def _from_agent(

@@ -1,0 +1,41 @@
+"""A person who asks is told (DESIGN.md §4): an agent's message with `in_reply_to` = a
+message of a live person (a human member, current participant) wakes that person, once per
+(E, replier), in every mode. It is no receipt (no `reply_kind` needed) and changes none of
+the agent-to-agent rules: the person is added to whatever the agent's message routed to.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from agentpost.hub.schemas import Event
+from agentpost.store import events, members, receipts, rooms
+from agentpost.store.engine import Tx
+from agentpost.store.models import Member, Room
+
+if TYPE_CHECKING:
+    from agentpost.hub.routing import Decision, Message
+
+
+def tell_asker(tx: Tx, room: Room, replier: Member, msg: Message, decision: Decision) -> Decision:
+    if msg.in_reply_to is None:
+        return decision
+    found = events.by_id(tx, msg.in_reply_to)
+    if found is None or found[0] != room.id:
+        return decision
+    asked = msgspec.json.decode(found[2], type=Event)
+    if asked.sender_kind != "human" or any(m.name == asked.sender for m in decision.targets):
+        return decision
+    person = members.member_by_name(tx, room.workspace_id, asked.sender)
+    if person is None or person.status != "active" or person.kind != "human":
+        return decision
+    if not rooms.is_participant(tx, room.id, person.id):
+        return decision
+    if not receipts.claim_answer(tx, asked.id, replier.name):
+        return decision
+    route = decision.route if decision.targets else "answer"
+    decision.targets = [*decision.targets, person]
+    decision.route = route
+    return decision
