@@ -224,8 +224,8 @@ def test_failures_map_to_codes_and_leave_the_key_unused(setup: Setup, tmp_path: 
     refused(
         send(url, "ap_bogus", thread, "-k", "k1", "--text", "hi"), "permission_denied", 1, False
     )
-    # No token at all: the credential may come later; retry.
-    refused(send(url, None, thread, "-k", "k1", "--text", "hi"), "auth_unavailable", 75, True)
+    # No token at all: a configuration mistake, final until AGENTPOST_TOKEN is set.
+    refused(send(url, None, thread, "-k", "k1", "--text", "hi"), "not_configured", 1, False)
     # An archived thread.
     ok(cli(url, alice, "thread", "archive", thread, "--json"))
     refused(send(url, alice, thread, "-k", "k1", "--text", "hi"), "thread_not_sendable", 1, False)

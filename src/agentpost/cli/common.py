@@ -1,7 +1,12 @@
 """What every command shares: the client from flags/env, `--json` output, exit codes.
 
-Exit codes: 0 done; 1 a final refusal (sending again won't help); 3 the hub is
-unreachable; 75 another retryable failure (EX_TEMPFAIL) — DESIGN.md §5.
+Exit codes: 0 done; 1 a final refusal (sending again won't help), a configuration mistake
+included (`not_configured`: no token, a hub URL that is no URL); 2 a command line click
+cannot parse (`usage_error`); 3 the hub is unreachable; 75 another retryable failure
+(EX_TEMPFAIL) — DESIGN.md §5. With `--json` every error is one JSON object on stdout.
+
+Human output is never wrapped (ids stay whole), and is plain lines when stdout is not a
+terminal.
 """
 
 from __future__ import annotations
@@ -10,22 +15,26 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 import msgspec
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from agentpost.client import HubClient, HubError, HubUnreachable
+from agentpost.client.errors import NotConfigured
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT_FINAL = 1
+EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_RETRY = 75
 
-console = Console()
-err_console = Console(stderr=True)
+# soft_wrap: a long line stays one line (an id split over two lines cannot be copied).
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 def json_option(f: F) -> F:
@@ -61,9 +70,10 @@ def admin_token(explicit: str | None) -> str:
     path = default_data_dir() / "admin.token"
     try:
         return path.read_text().strip()
-    except OSError:
-        raise click.UsageError(
-            f"no admin token: set AGENTPOST_ADMIN_TOKEN or pass --admin-token (looked in {path})"
+    except OSError as exc:
+        raise NotConfigured(
+            f"no admin token: set AGENTPOST_ADMIN_TOKEN (or pass --admin-token), or set "
+            f"AGENTPOST_HOME to the hub's data dir (cannot read {path}: {exc.strerror or exc})"
         ) from None
 
 
@@ -74,12 +84,13 @@ def emit(as_json: bool, data: Any, human: Callable[[], None]) -> None:
         human()
 
 
-def fail(as_json: bool, code: str, message: str, retryable: bool, exit_code: int) -> None:
+def fail(as_json: bool, code: str, message: str, retryable: bool, exit_code: int) -> NoReturn:
     if as_json:
         body = {"error": {"code": code, "message": message, "retryable": retryable}}
         sys.stdout.write(msgspec.json.encode(body).decode() + "\n")
+        sys.stdout.flush()
     else:
-        err_console.print(f"[red]error[/red] {code}: {message}")
+        err_console.print(f"[red]error[/red] {escape(code)}: {escape(message)}", highlight=False)
     sys.exit(exit_code)
 
 
@@ -101,13 +112,44 @@ def hub_errors(as_json: bool) -> Iterator[None]:
 
 
 @contextmanager
-def client(hub: str, token: str | None) -> Iterator[HubClient]:
+def client(hub: str, token: str | None, need_token: bool = True) -> Iterator[HubClient]:
+    """A hub client; a missing member token is a configuration mistake, said before any
+    request (inside `hub_errors`, so it prints like every other error)."""
+    if need_token and not token:
+        raise NotConfigured(
+            "no member token: set AGENTPOST_TOKEN (or pass --token) to the token "
+            "`agentpost admin member add` printed"
+        )
     with HubClient(hub, token or "") as c:
         yield c
 
 
-def table(columns: list[str], rows: list[list[Any]]) -> None:
+def cell(value: Any) -> str:
+    """A value as people read it: nothing for None, yes/no for booleans."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def table(columns: list[str], rows: list[list[Any]], empty: str = "(none)") -> None:
+    """A table on a terminal; tab-separated lines with a header when piped."""
+    cells = [[cell(v) for v in row] for row in rows]
+    if not rows:
+        console.print(empty, markup=False, highlight=False)
+        return
+    if not console.is_terminal:
+        for line in [columns, *cells]:
+            sys.stdout.write("\t".join(c.replace("\t", " ").replace("\n", " ") for c in line))
+            sys.stdout.write("\n")
+        return
     t = Table(*columns)
-    for row in rows:
-        t.add_row(*["" if v is None else str(v) for v in row])
-    console.print(t)
+    for row in cells:
+        t.add_row(*[escape(c) for c in row])
+    console.print(t, highlight=False)
+
+
+def say(text: str) -> None:
+    """One plain line for people (no markup: `[postgres]` stays `[postgres]`)."""
+    console.print(text, markup=False, highlight=False)

@@ -6,7 +6,8 @@ import click
 import msgspec
 
 from agentpost.cli.app import main
-from agentpost.cli.common import client, console, emit, hub_errors, hub_options, json_option, table
+from agentpost.cli.common import client, emit, hub_errors, hub_options, json_option, say, table
+from agentpost.client import Event, HubClient
 
 
 @main.command()
@@ -22,27 +23,45 @@ def inbox(
     with hub_errors(as_json), client(hub, token) as c:
         page = c.inbox(after=after, wait=wait)
         acked = c.ack(page.cursor) if ack and page.items else None
+        names = {} if as_json or not page.items else room_names(c)
     data = {**msgspec.to_builtins(page), "acked": acked}
 
     def human() -> None:
         table(
-            ["cursor", "room", "from", "kind", "route", "text"],
+            ["cursor", "event", "room", "from", "type", "text"],
             [
                 [
                     i.cursor,
-                    i.event.room,
+                    i.event.id,
+                    names.get(i.event.room, i.event.room),
                     i.event.sender,
-                    i.event.reply_kind,
-                    i.event.route,
-                    i.event.text[:60],
+                    _kind(i.event),
+                    _preview(i.event.text),
                 ]
                 for i in page.items
             ],
+            empty=f"(nothing new; cursor {page.cursor})",
         )
         if acked is not None:
-            console.print(f"acknowledged up to cursor {acked}")
+            say(f"acknowledged up to cursor {acked}")
 
     emit(as_json, data, human)
+
+
+def room_names(c: HubClient) -> dict[str, str]:
+    """Room id → name for the rooms of the caller's workspace that it takes part in."""
+    me = c.me()
+    return {r.id: r.name for r in c.rooms(me["workspace"]["name"])}
+
+
+def _kind(ev: Event) -> str:
+    """The event's type, with its reply kind when it reports back (`message: result`)."""
+    return f"{ev.type}: {ev.reply_kind}" if ev.reply_kind else ev.type
+
+
+def _preview(text: str, width: int = 60) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 @click.command("settings")
@@ -91,13 +110,13 @@ def room_settings(
         as_json,
         {"room": room},
         lambda: table(
-            ["id", "name", "mode", "master", "router", "sensitive_filter"],
+            ["id", "name", "mode", "master", "router", "sensitive filter"],
             [
                 [
                     room["id"],
                     room["name"],
                     room["mode"],
-                    room["master"],
+                    room["master"] if room["mode"] == "master" else None,
                     room["router"],
                     room["sensitive_filter"],
                 ]

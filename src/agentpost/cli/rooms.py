@@ -10,7 +10,17 @@ import msgspec
 from rich.markup import escape
 
 from agentpost.cli.app import main
-from agentpost.cli.common import client, console, emit, hub_errors, hub_options, json_option, table
+from agentpost.cli.common import (
+    cell,
+    client,
+    console,
+    emit,
+    hub_errors,
+    hub_options,
+    json_option,
+    say,
+    table,
+)
 from agentpost.client import Event
 
 
@@ -112,11 +122,15 @@ def post(
     data = msgspec.to_builtins(res)
 
     def human() -> None:
-        note = f" ({res.idempotency_status})" if res.idempotency_status else ""
-        woke = ", ".join(res.event.targets) or "no one"
-        console.print(
-            f"posted {res.event.id} seq {res.event.seq}{note}; woke {woke} ({res.event.route})"
-        )
+        ev = res.event
+        if res.idempotency_status == "replayed":
+            say(
+                f"replayed {ev.id} seq {ev.seq}: posted before with this key; nothing new was "
+                "posted and no one was woken again"
+            )
+            return
+        woke = ", ".join(ev.targets) or "no one"
+        say(f"posted {ev.id} seq {ev.seq}; woke {woke} ({ev.route})")
 
     emit(as_json, data, human)
 
@@ -164,6 +178,17 @@ def capabilities(hub: str, token: str | None, as_json: bool) -> None:
     """What the hub (and this CLI) can do."""
     from agentpost.cli.thread import CLI_CAPABILITIES
 
-    with hub_errors(as_json), client(hub, None) as c:
+    with hub_errors(as_json), client(hub, None, need_token=False) as c:
         caps = {**c.capabilities(), **CLI_CAPABILITIES}
-    emit(as_json, caps, lambda: console.print_json(data=caps))
+    emit(as_json, caps, lambda: _show_capabilities(caps))
+
+
+def _show_capabilities(caps: dict[str, object], prefix: str = "") -> None:
+    """One `name: value` line per capability (nested ones as `parent.name`)."""
+    for name, value in caps.items():
+        if isinstance(value, dict):
+            _show_capabilities(value, f"{prefix}{name}.")
+        elif isinstance(value, list):
+            say(f"{prefix}{name}: {', '.join(str(v) for v in value) or '(none)'}")
+        else:
+            say(f"{prefix}{name}: {cell(value)}")

@@ -11,7 +11,13 @@ import httpx
 import msgspec
 
 from agentpost.client import threads
-from agentpost.client.errors import HubError, HubRefused, HubUnavailable, HubUnreachable
+from agentpost.client.errors import (
+    HubError,
+    HubRefused,
+    HubUnavailable,
+    HubUnreachable,
+    NotConfigured,
+)
 from agentpost.client.models import (
     Event,
     InboxPage,
@@ -24,6 +30,7 @@ from agentpost.client.models import (
     Thread,
     ThreadSend,
 )
+from agentpost.core.ids import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_RULE
 
 T = TypeVar("T")
 DEFAULT_HUB = "http://127.0.0.1:8470"
@@ -31,6 +38,33 @@ DEFAULT_HUB = "http://127.0.0.1:8470"
 
 def hub_url_from_env() -> str:
     return os.environ.get("AGENTPOST_HUB", DEFAULT_HUB)
+
+
+def checked_hub_url(hub: str) -> str:
+    """The hub URL without its final `/`; `NotConfigured` unless it is an http(s) URL."""
+    try:
+        url = httpx.URL(hub)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise NotConfigured(f"the hub URL {hub!r} is not a URL: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise NotConfigured(
+            f"the hub URL {hub!r} is not an http:// or https:// URL: set AGENTPOST_HUB "
+            "(or --hub) to e.g. http://127.0.0.1:8470"
+        )
+    return hub.rstrip("/")
+
+
+def key_headers(key: str | None) -> dict[str, str]:
+    """The Idempotency-Key header of a room post; a key the hub would refuse is refused
+    here, before anything is sent (the same code and rule as the hub's, §3)."""
+    if key is None:
+        return {}
+    if not IDEMPOTENCY_KEY.fullmatch(key):
+        raise HubRefused(
+            "invalid_idempotency_key",
+            f"the idempotency key {key!r} is not {IDEMPOTENCY_KEY_RULE}; nothing was sent",
+        )
+    return {"Idempotency-Key": key}
 
 
 def error_from_response(resp: httpx.Response) -> HubError:
@@ -55,7 +89,7 @@ class AsyncHubClient:
         timeout: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.hub = (hub or hub_url_from_env()).rstrip("/")
+        self.hub = checked_hub_url(hub or hub_url_from_env())
         token = token if token is not None else os.environ.get("AGENTPOST_TOKEN")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.has_token = bool(token)
@@ -169,9 +203,8 @@ class AsyncHubClient:
             body["reply_kind"] = reply_kind
         if attachments:
             body["attachments"] = attachments
-        headers = {"Idempotency-Key": key} if key is not None else {}
         resp = await self.request(
-            "POST", f"/v1/rooms/{room_id}/messages", json=body, headers=headers
+            "POST", f"/v1/rooms/{room_id}/messages", json=body, headers=key_headers(key)
         )
         return PostResult(
             event=msgspec.convert(resp.json()["event"], Event),
@@ -187,7 +220,7 @@ class AsyncHubClient:
         key: str | None = None,
         mime_type: str = "application/octet-stream",
     ) -> PostResult:
-        headers = {"Idempotency-Key": key} if key is not None else {}
+        headers = key_headers(key)
         with open(path, "rb") as f:
             files = {"file": (path.name, f, mime_type)}
             data = {"text": caption} if caption else None

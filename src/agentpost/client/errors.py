@@ -5,7 +5,8 @@ Hierarchy::
     HubError                 code, message, status, retryable
     ├── HubRefused           the hub answered 4xx: final for this request (retryable=False)
     ├── HubUnavailable       the hub answered 5xx or 409 running: retry later (retryable=True)
-    └── HubUnreachable       no answer at all (connect/read error, timeout): retryable=True
+    ├── HubUnreachable       no answer at all (connect/read error, timeout): retryable=True
+    └── NotConfigured        no hub URL or token to use: final until the setting is fixed
 
 Foreign errors (httpx) are translated here, at the boundary, with `raise … from exc`.
 """
@@ -47,3 +48,11 @@ class HubUnreachable(HubError):
 
     def __init__(self, message: str) -> None:
         super().__init__("hub_unreachable", message)
+
+
+class NotConfigured(HubError):
+    """The client is not set up: a hub URL that is no http(s) URL, or no token. Nothing was
+    sent; retrying never helps until the setting the message names is fixed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("not_configured", message)

@@ -19,8 +19,8 @@ class HubClient:
     def __init__(
         self, hub: str | None = None, token: str | None = None, timeout: float = 30.0
     ) -> None:
+        self._async = AsyncHubClient(hub, token, timeout)  # a bad hub URL raises here
         self._loop = asyncio.new_event_loop()
-        self._async = AsyncHubClient(hub, token, timeout)
         self.hub = self._async.hub
 
     def __enter__(self) -> HubClient:

@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING
 import httpx
 import msgspec
 
-from agentpost.client.errors import HubError, HubRefused, HubUnavailable, HubUnreachable
+from agentpost.client.errors import (
+    HubError,
+    HubRefused,
+    HubUnavailable,
+    HubUnreachable,
+    NotConfigured,
+)
 from agentpost.client.models import Room, SendState, Thread, ThreadSend
 from agentpost.core.thread_key import ACTING_FOR_ENV, InvalidKey, check_key, command_id
 
@@ -39,7 +45,7 @@ INVALID_REQUEST = "invalid_request"
 PERMISSION_DENIED = "permission_denied"
 HUB_UNREACHABLE = "hub_unreachable"
 REQUEST_FAILED = "request_failed"
-AUTH_UNAVAILABLE = "auth_unavailable"
+NOT_CONFIGURED = "not_configured"
 HUB_ERROR = "hub_error"
 
 SPENT = "spent"
@@ -66,9 +72,9 @@ SEND_CODES: tuple[SendCode, ...] = (
     SendCode(
         PERMISSION_DENIED, "the token is unknown, removed or not a participant", False, UNUSED
     ),
+    SendCode(NOT_CONFIGURED, "no member token, or a hub URL that is no URL", False, UNUSED),
     SendCode(HUB_UNREACHABLE, "no connection to the hub; nothing was sent", True, UNUSED),
     SendCode(REQUEST_FAILED, "the connection broke before the answer; outcome unknown", True, SAFE),
-    SendCode(AUTH_UNAVAILABLE, "no member token to send with", True, UNUSED),
     SendCode(HUB_ERROR, "the hub failed (5xx) or is still busy with this key", True, SAFE),
 )
 
@@ -191,7 +197,7 @@ async def thread_send(
     if not text.strip():
         raise HubRefused(INVALID_REQUEST, "the message is empty")
     if not c.has_token:
-        raise HubUnavailable(AUTH_UNAVAILABLE, "no member token: set AGENTPOST_TOKEN or --token")
+        raise NotConfigured("no member token to send with: set AGENTPOST_TOKEN (or --token)")
     if acting_for is None:
         acting_for = os.environ.get(ACTING_FOR_ENV, "")
     try:

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import time
+
+# A room post's Idempotency-Key as the hub takes it (DESIGN.md §3): it travels in a header.
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
+IDEMPOTENCY_KEY_RULE = "1-255 visible ASCII characters (no spaces, no accents)"
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 import msgspec
 
 from agentpost.core.errors import AgentpostError, Code, RequestError
+from agentpost.core.ids import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_RULE
 from agentpost.core.jcs import sha256_hex
 from agentpost.store import keys
 from agentpost.store.engine import Engine, Tx
@@ -37,7 +37,6 @@ REPLAYED = "replayed"
 STATE_CREATED = "created"
 STATE_REJECTED = "rejected"
 
-_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 
 
 class Rejected(AgentpostError):
@@ -69,10 +68,9 @@ def check_key(raw: str | None) -> str | None:
     """The key if present and well-formed; 400 `invalid_idempotency_key` otherwise."""
     if raw is None:
         return None
-    if not _KEY.fullmatch(raw):
+    if not IDEMPOTENCY_KEY.fullmatch(raw):
         raise RequestError(
-            Code.INVALID_IDEMPOTENCY_KEY,
-            "Idempotency-Key must be 1-255 visible ASCII characters",
+            Code.INVALID_IDEMPOTENCY_KEY, f"Idempotency-Key must be {IDEMPOTENCY_KEY_RULE}"
         )
     return raw
 
