@@ -17,7 +17,7 @@ from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentpost.core.errors import AgentpostError, Code
 from agentpost.core.ids import new_token, token_hash
@@ -118,22 +118,40 @@ async def _sweeper(hub: Hub) -> None:
             log.warning("key sweep skipped: %s", exc.message)
 
 
-class _InProgress:
-    """Counts the HTTP requests being handled (`agentpost_requests_in_progress`)."""
+class _Edge:
+    """The outermost layer of our own: counts the HTTP requests being handled
+    (`agentpost_requests_in_progress`) and answers an unknown exception with a logged 500
+    `internal` (CONVENTIONS §4). Starlette's own last-resort handler answers too, but then
+    re-raises, and uvicorn closes the keep-alive connection: the client's next, valid
+    request would fail with it. Here the error ends with its answer."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        hub = getattr(scope["app"].state, "hub", None) if scope["type"] == "http" else None
-        if hub is None:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        hub.metrics.in_progress.inc()
+        hub = getattr(scope["app"].state, "hub", None)
+        started = False
+
+        async def send_tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        if hub is not None:
+            hub.metrics.in_progress.inc()
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, send_tracked)
+        except Exception as exc:
+            if started:
+                raise  # half a response went out: only closing the connection can end it
+            response = await handle_unknown(Request(scope), exc)
+            await response(scope, receive, send)
         finally:
-            hub.metrics.in_progress.dec()
+            if hub is not None:
+                hub.metrics.in_progress.dec()
 
 
 def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
@@ -176,11 +194,10 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
     return Starlette(
         routes=ROUTES,
         lifespan=lifespan,
-        middleware=[Middleware(_InProgress)],
+        middleware=[Middleware(_Edge)],
         exception_handlers={
             AgentpostError: handle_agentpost_error,
             HTTPException: _http_error,
             ClientDisconnect: handle_client_gone,
-            Exception: handle_unknown,
         },
     )

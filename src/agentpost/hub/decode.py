@@ -1,8 +1,9 @@
-"""Request decoding: size cap, JSON, schema; each failure its own stable code (§3)."""
+"""Request decoding: size cap, JSON, schema, nesting depth; each failure its own stable
+code (§3)."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 from starlette.requests import Request
@@ -10,6 +11,10 @@ from starlette.requests import Request
 from agentpost.core.errors import Code, RequestError
 
 T = TypeVar("T")
+
+# How deep client metadata may nest (objects and arrays; the metadata object is level 1).
+# Documented in docs/api.md; deeper values would only exhaust the stack of whoever walks them.
+MAX_METADATA_DEPTH = 32
 
 
 async def read_body(request: Request, max_bytes: int) -> bytes:
@@ -35,6 +40,26 @@ def decode_json(raw: bytes, type_: type[T]) -> T:
         raise RequestError(Code.INVALID_REQUEST, text, field=field) from exc
     except msgspec.DecodeError as exc:
         raise RequestError(Code.INVALID_JSON, f"malformed JSON: {exc}") from exc
+    except RecursionError as exc:  # msgspec refuses ~1000 levels before we can count them
+        raise RequestError(
+            Code.INVALID_REQUEST,
+            f"the JSON nests too deeply (metadata: at most {MAX_METADATA_DEPTH} levels)",
+        ) from exc
+
+
+def within_depth(value: object, limit: int) -> bool:
+    """True when `value` nests objects and arrays at most `limit` levels deep. Iterative:
+    a deep value must not exhaust the stack of the check meant to refuse it."""
+    stack: list[tuple[dict[Any, Any] | list[Any], int]] = (
+        [(value, 1)] if isinstance(value, dict | list) else []
+    )
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return False
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return True
 
 
 async def read_json(request: Request, type_: type[T], max_bytes: int) -> T:

@@ -20,6 +20,7 @@ import uvicorn
 from agentpost.core.errors import AgentpostError
 from agentpost.hub.app import admin_token_hash, create_app
 from agentpost.hub.config import HubConfig
+from agentpost.hub.protocol import protocol_class
 from agentpost.store.engine import Engine
 from agentpost.store.files import UMASK, private_dir
 from agentpost.store.open import describe, open_engine
@@ -109,7 +110,7 @@ def serve(config: HubConfig, log_level: str = "warning") -> None:
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=3,
-        http="httptools" if _has("httptools") else "h11",
+        http=protocol_class(),
     )
     server = _Server(ucfg, f"http://{host}:{port}")
     if os.environ.get("AGENTPOST_ADMIN_TOKEN"):
@@ -127,7 +128,7 @@ def serve(config: HubConfig, log_level: str = "warning") -> None:
 
 
 def _has(module: str) -> bool:
-    """uvicorn[standard] brings uvloop and httptools; run without them where they're missing."""
+    """uvicorn[standard] brings uvloop; run without it where it is missing."""
     import importlib.util
 
     return importlib.util.find_spec(module) is not None

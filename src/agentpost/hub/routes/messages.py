@@ -15,7 +15,7 @@ from agentpost.core.errors import AgentpostError, Code, RequestError
 from agentpost.core.ids import new_id
 from agentpost.core.jcs import canonical
 from agentpost.hub import auth, idempotency, posting, routing
-from agentpost.hub.decode import decode_json, read_body, read_json
+from agentpost.hub.decode import MAX_METADATA_DEPTH, decode_json, read_body, read_json, within_depth
 from agentpost.hub.errors import json_response
 from agentpost.hub.idempotency import Answer, Created
 from agentpost.hub.routes.rooms import visible_room
@@ -41,6 +41,12 @@ def normalize(body: MessageIn) -> dict[str, Any]:
             Code.INVALID_REQUEST, "reply_kind needs in_reply_to", field="$.reply_kind"
         )
     if body.metadata:
+        if not within_depth(body.metadata, MAX_METADATA_DEPTH):
+            raise RequestError(
+                Code.INVALID_REQUEST,
+                f"metadata nests deeper than {MAX_METADATA_DEPTH} levels",
+                field="$.metadata",
+            )
         canonical(body.metadata)  # refuse what a fingerprint could not represent, keyed or not
     return {
         "text": text,
