@@ -9,7 +9,8 @@
   `Idempotency-Status: replayed`. Other fingerprint: 422 `idempotency_conflict`.
 - Same key while the first is in flight: wait (bounded), then replay; past the bound
   409 `idempotency_in_flight` with `state: running`.
-- A refusal for content (`Rejected`) is recorded as state `rejected` and replayed as such;
+- A refusal for content (`Rejected`) is recorded as state `rejected` and replayed as such,
+  and only that record commits: the refused job's other writes (its seq) are undone first;
   every other refusal rolls back with the job and leaves the key unused.
 - Send state (§5): a key's record is readable by its sender, whatever became of the room.
 """
@@ -27,7 +28,7 @@ from agentpost.core.errors import AgentpostError, Code, RequestError
 from agentpost.core.ids import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_RULE
 from agentpost.core.jcs import sha256_hex
 from agentpost.store import keys
-from agentpost.store.engine import Engine, Tx
+from agentpost.store.engine import Engine, Tx, UndoJob
 from agentpost.store.models import KeyRecord
 
 HEADER = "Idempotency-Key"
@@ -172,24 +173,50 @@ class Idempotency:
         self, tx: Tx, member_id: str, key: str, fp: str, create: Callable[[Tx], Created]
     ) -> Answer | KeyRecord:
         now = int(time.time() * 1000)
-        if not keys.claim(tx, member_id, key, fp, now):
-            rec = keys.get(tx, member_id, key)
-            assert rec is not None, "a failed claim means a committed record exists"
-            if rec.created_at >= self._cutoff():
-                return rec
-            keys.delete(tx, member_id, key)  # expired: the key is new again (§3)
-            if not keys.claim(tx, member_id, key, fp, now):
-                # Another process renewed it first (it deleted the expired record and
-                # committed a new one while we waited): answer from that one.
-                renewed = keys.get(tx, member_id, key)
-                assert renewed is not None, "a failed claim means a committed record exists"
-                return renewed
+        taken = self._take(tx, member_id, key, fp, now)
+        if taken is not None:
+            return taken
         try:
             made = create(tx)
-            state = STATE_CREATED
         except Rejected as exc:
-            made = Created(422, msgspec.json.encode(exc.body()), exc.room_id, None)
-            state = STATE_REJECTED
+            # The refusal is recorded, but nothing else the job wrote may commit with it:
+            # the seq it took above all (gap-free seqs, §2). Undo the job, then record.
+            refused = Created(422, msgspec.json.encode(exc.body()), exc.room_id, None)
+            raise UndoJob(
+                lambda tx: self._record_rejected(tx, member_id, key, fp, now, refused)
+            ) from exc
+        return self._finish(tx, member_id, key, fp, now, made, STATE_CREATED)
+
+    def _take(self, tx: Tx, member_id: str, key: str, fp: str, now: int) -> KeyRecord | None:
+        """Claim the key in `tx`; the live record that holds it instead, if any."""
+        if keys.claim(tx, member_id, key, fp, now):
+            return None
+        rec = keys.get(tx, member_id, key)
+        assert rec is not None, "a failed claim means a committed record exists"
+        if rec.created_at >= self._cutoff():
+            return rec
+        keys.delete(tx, member_id, key)  # expired: the key is new again (§3)
+        if keys.claim(tx, member_id, key, fp, now):
+            return None
+        # Another process renewed it first (it deleted the expired record and committed a
+        # new one while we waited): answer from that one.
+        renewed = keys.get(tx, member_id, key)
+        assert renewed is not None, "a failed claim means a committed record exists"
+        return renewed
+
+    def _record_rejected(
+        self, tx: Tx, member_id: str, key: str, fp: str, now: int, refused: Created
+    ) -> Answer | KeyRecord:
+        # The undo gave the claim back too: take the key again (on PostgreSQL another
+        # process may have recorded it meanwhile; then its record answers).
+        taken = self._take(tx, member_id, key, fp, now)
+        if taken is not None:
+            return taken
+        return self._finish(tx, member_id, key, fp, now, refused, STATE_REJECTED)
+
+    def _finish(
+        self, tx: Tx, member_id: str, key: str, fp: str, now: int, made: Created, state: str
+    ) -> Answer:
         keys.finish(
             tx,
             KeyRecord(

@@ -29,7 +29,7 @@ def sendable_room(tx: Tx, room_id: str, sender: Member) -> tuple[Room, int]:
     """The room and the post's `seq`, if `sender` may post into it now. The room's row is
     locked first (taking its next seq), so every check below reads what is committed by
     then: an archive, a settings change or a removal that returned before is seen (§3, §4).
-    A refusal rolls the seq back with the job."""
+    A refusal rolls the seq back with the job, a recorded one too (`UndoJob`)."""
     seq = rooms.next_seq(tx, room_id)
     found = rooms.room_for_member(tx, room_id, sender.id)
     if seq is None or found is None or found[0].workspace_id != sender.workspace_id:
@@ -99,7 +99,8 @@ def append_event(
 
 
 def refuse_secrets(room: Room, text: str) -> None:
-    """The room's sensitive-data filter (§4); the refusal spends the key."""
+    """The room's sensitive-data filter (§4); the refusal spends the key, and the seq taken
+    before it is given back (hub/idempotency.py undoes the job before recording it)."""
     if room.sensitive_filter and text:
         found = sensitive.findings(text)
         if found:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from agentpost.core.errors import AgentpostError, StorageUnavailable
-from agentpost.store.engine import CrashPoints
+from agentpost.store.engine import CrashPoints, UndoJob
 
 log = logging.getLogger("agentpost.store")
 
@@ -230,28 +230,35 @@ class GroupCommitWriter:
         self, fn: Callable[[Any], Any]
     ) -> tuple[_Outcome, list[tuple[tuple[str, ...], Callable[[Any], None]]]]:
         b = self.backend
-        tx = b.new_tx()
-        try:  # SAVEPOINT and RELEASE inside: an error there must not kill the writer
-            b.savepoint()
-            result = fn(tx)
-            b.release()
-        except BaseException as exc:  # each job fails alone; the batch goes on
-            if b.retry_job(exc):
-                raise _LockRace(str(exc)) from exc
-            if not b.in_transaction():
-                return (False, StorageUnavailable(), []), []
-            try:
-                b.rollback_to()
-            except Exception:
-                log.exception("rollback to savepoint failed")
-                return (False, StorageUnavailable(), []), []
-            if b.storage_error(exc):
-                log.error("write failed, job rolled back: %s", exc)
-                return (False, StorageUnavailable(), []), []
-            if not isinstance(exc, AgentpostError):
-                log.exception("write job raised; job rolled back")
-            return (False, exc, []), []
-        return (True, result, tx.wakeups), tx.deferred
+        undone = False
+        while True:
+            tx = b.new_tx()
+            try:  # SAVEPOINT and RELEASE inside: an error there must not kill the writer
+                b.savepoint()
+                result = fn(tx)
+                b.release()
+            except BaseException as exc:  # each job fails alone; the batch goes on
+                if b.retry_job(exc):
+                    raise _LockRace(str(exc)) from exc
+                if not b.in_transaction():
+                    return (False, StorageUnavailable(), []), []
+                try:
+                    b.rollback_to()
+                except Exception:
+                    log.exception("rollback to savepoint failed")
+                    return (False, StorageUnavailable(), []), []
+                if b.storage_error(exc):
+                    log.error("write failed, job rolled back: %s", exc)
+                    return (False, StorageUnavailable(), []), []
+                if isinstance(exc, UndoJob) and not undone:
+                    # Its writes are gone (and its wake-ups and deferred steps with `tx`);
+                    # now the step that records the refusal, in a savepoint of its own.
+                    undone, fn = True, exc.then
+                    continue
+                if not isinstance(exc, AgentpostError):
+                    log.exception("write job raised; job rolled back")
+                return (False, exc, []), []
+            return (True, result, tx.wakeups), tx.deferred
 
     def _settle(self, batch: list[_Job], outcomes: list[_Outcome]) -> None:
         # One wake-up per event loop per batch, not one per job.

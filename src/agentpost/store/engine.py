@@ -45,6 +45,17 @@ class Tx(Db, Protocol):
         ...
 
 
+class UndoJob(Exception):
+    """Raised by a write job: undo everything it wrote, then run `then` in its place, in the
+    same transaction. For a refusal that is itself recorded (a rejected key, §3): the refused
+    job's other writes, the room's `seq` above all, never commit with the record, so seqs
+    stay gap-free (§2) whichever check refused. `then` may not raise `UndoJob` again."""
+
+    def __init__(self, then: Callable[[Tx], Any]) -> None:
+        super().__init__("undo the job's writes, then record its refusal")
+        self.then = then
+
+
 class Engine(Protocol):
     """What the hub needs from a store engine."""
 
