@@ -122,6 +122,52 @@ class Clone:
         self.git("push", "--quiet", "--force", "origin", f"{sha}:{ref}")
 
 
+_SIGN_SCRIPT = """
+import json, sys
+from agentpost.mail.context import MailContext
+from agentpost.mail import clock
+from agentpost.mail.envelope import Address, new_envelope, sign
+ctx = MailContext.discover()
+me = ctx.acting_instance(ctx.load_state())
+to = Address(sys.argv[1], sys.argv[2], sys.argv[3])
+raw = new_envelope(Address(ctx.machine, me.name, me.instance_id), to, sys.argv[4], clock.now())
+raw.update(json.loads(sys.argv[5]))
+print(json.dumps(sign(raw, ctx.key())))
+"""
+
+
+def signed_envelope(
+    sender: Clone, to: Clone, to_name: str, body: str, **overrides: object
+) -> dict[str, Any]:
+    """An envelope from `sender`'s acting session, `overrides` applied, then validly signed
+    by `sender`'s machine key: what a peer's own (buggy or hostile) software could offer."""
+    env = dict(sender.env, AGENTPOST_MACHINE=sender.machine)
+    env["AGENTPOST_INSTANCE_ID"] = sender.instance_id or ""
+    args = [to.machine, to_name, to.sessions[to_name], body, json.dumps(overrides)]
+    out = subprocess.run(
+        [sys.executable, "-c", _SIGN_SCRIPT, *args],
+        cwd=sender.path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    envelope: dict[str, Any] = json.loads(out.stdout)
+    return envelope
+
+
+def offer(clone: Clone, envelopes: list[dict[str, Any]]) -> None:
+    """Publish `envelopes` as `clone`'s mail ref (no document signature), by hand."""
+    doc = {
+        "machine": clone.machine,
+        "updated_at": "2026-11-30T00:00:00.000Z",
+        "outbox": envelopes,
+        "acks": [],
+    }
+    clone.push_document(f"refs/agentpost/mail/{clone.machine}", json.dumps(doc).encode())
+
+
 @dataclass
 class Network:
     """A bare remote and a factory of clones."""

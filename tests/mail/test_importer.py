@@ -62,5 +62,16 @@ def test_each_refusal_names_its_reason() -> None:
 def test_an_id_already_imported_is_skipped_not_refused() -> None:
     raw = _raw()
     state = _state()
-    state.apply(Imported(str(raw["id"]), {}, "in_b", str(raw["expires_at"]), "t", "t"))
+    state.apply(
+        Imported(str(raw["id"]), {"machine": "ma"}, "in_b", str(raw["expires_at"]), "t", "t")
+    )
     assert _judge(raw, state=state).action == importer.SKIP
+
+
+def test_the_same_id_imported_from_another_machine_does_not_make_this_one_a_duplicate() -> None:
+    raw = _raw()
+    state = _state()
+    state.apply(
+        Imported(str(raw["id"]), {"machine": "mc"}, "in_b", str(raw["expires_at"]), "t", "t")
+    )
+    assert _judge(raw, state=state).action == importer.ACCEPT

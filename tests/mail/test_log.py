@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentpost.mail.errors import StorageFailed
+from agentpost.mail.errors import StateUnreadable, StorageFailed
 from agentpost.mail.log import Acked, Join, MailLog, Pinned
 
 
@@ -24,24 +24,53 @@ def test_records_read_back_in_order(tmp_path: Path) -> None:
     assert (log.path.stat().st_mode & 0o777) == 0o600
 
 
-def test_a_line_torn_by_a_crash_is_skipped_and_the_next_append_starts_a_fresh_line(
+def test_a_line_torn_by_a_crash_is_skipped_and_the_next_append_cuts_it_off(
     tmp_path: Path,
 ) -> None:
     log = MailLog(tmp_path / "log.jsonl")
     log.append([Join("in_1", "alice", "t1")])
     with open(log.path, "ab") as f:
         f.write(b'{"t":"join","instance_id":"in_2","na')
+    assert log.read().skipped == 1, "a torn last line was never acted on"
     log.append([Join("in_3", "carol", "t3")])
     read = log.read()
     assert [r.instance_id for r in read.records if isinstance(r, Join)] == ["in_1", "in_3"]
-    assert read.skipped == 1
+    assert read.skipped == 0, "the fragment is gone, so it cannot become a hole"
 
 
-def test_unknown_record_kinds_are_skipped_not_fatal(tmp_path: Path) -> None:
+def test_a_complete_record_missing_only_its_newline_is_kept_by_the_next_append(
+    tmp_path: Path,
+) -> None:
+    log = MailLog(tmp_path / "log.jsonl")
+    log.append([Join("in_1", "alice", "t1")])
+    log.path.write_bytes(log.path.read_bytes().rstrip(b"\n"))
+    log.append([Join("in_2", "bob", "t2")])
+    assert [r.instance_id for r in log.read().records if isinstance(r, Join)] == ["in_1", "in_2"]
+
+
+def test_a_corrupt_line_in_the_middle_fails_closed_naming_the_line_and_the_repair(
+    tmp_path: Path,
+) -> None:
+    log = MailLog(tmp_path / "log.jsonl")
+    log.append([Join("in_1", "alice", "t1")])
+    with open(log.path, "ab") as f:
+        f.write(b"#### not json ####\n")
+    log.append([Join("in_2", "bob", "t2")])
+    with pytest.raises(StateUnreadable) as err:
+        log.read()
+    assert err.value.code == "state_unreadable"
+    assert "line 2 of" in err.value.message
+    assert "agentpost mail repair" in err.value.message
+    good, bad = log.split_readable()
+    assert (len(good), bad) == (2, [(2, b"#### not json ####")])
+
+
+def test_a_record_of_a_kind_this_version_does_not_know_fails_closed(tmp_path: Path) -> None:
     log = MailLog(tmp_path / "log.jsonl")
     log.path.write_bytes(b'{"t":"from-the-future","x":1}\n')
     log.append([Join("in_1", "alice", "t1")])
-    assert log.read().records == [Join("in_1", "alice", "t1")]
+    with pytest.raises(StateUnreadable):
+        log.read()
 
 
 def test_existing_lines_are_never_rewritten_by_append(tmp_path: Path) -> None:

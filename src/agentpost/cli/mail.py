@@ -20,6 +20,7 @@ from agentpost.mail.commands import SendResult, compact, join, outbox, read_inbo
 from agentpost.mail.context import MailContext
 from agentpost.mail.errors import InvalidBody, MailError
 from agentpost.mail.hooks import EVENTS, run_hook
+from agentpost.mail.repair import repair
 from agentpost.mail.sync import sync
 
 T = TypeVar("T")
@@ -76,9 +77,19 @@ def join_cmd(name: str, as_json: bool) -> None:
     default=None,
     help="Read the body from a file ('-' for stdin).",
 )
+@click.option(
+    "--idempotency-key",
+    default=None,
+    help="Retry-safe: the same key from the same session sends one note (answer: replayed).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def send_cmd(
-    to_name: str, instance_id: str | None, text: str | None, file_: str | None, as_json: bool
+    to_name: str,
+    instance_id: str | None,
+    text: str | None,
+    file_: str | None,
+    idempotency_key: str | None,
+    as_json: bool,
 ) -> None:
     """Send a note to a session on this or another machine."""
 
@@ -92,7 +103,7 @@ def send_cmd(
                 raise InvalidBody(f"cannot read {file_}: {exc}") from exc
         else:
             body = text or ""
-        return send(ctx, to_name, instance_id, body)
+        return send(ctx, to_name, instance_id, body, idempotency_key)
 
     result = _run(as_json, act)
     if as_json:
@@ -104,7 +115,8 @@ def send_cmd(
         state = "published"
     else:
         state = "queued; `agentpost mail sync` publishes it"
-    click.echo(f"sent {result.id} to {result.to.name}@{result.to.machine} ({state})")
+    verb = "already sent (replayed)" if result.delivery == "replayed" else "sent"
+    click.echo(f"{verb} {result.id} to {result.to.name}@{result.to.machine} ({state})")
 
 
 @mail.command("sync")
@@ -165,6 +177,24 @@ def compact_cmd(as_json: bool) -> None:
         _emit({"lines_before": before, "lines_after": after})
     else:
         click.echo(f"log compacted: {before} lines -> {after}")
+
+
+@mail.command("repair")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def repair_cmd(as_json: bool) -> None:
+    """Set unreadable mail log lines aside (kept in a side file) and recover what refs show."""
+    report = _run(as_json, repair)
+    if as_json:
+        _emit(report.to_json())
+        return
+    if not report.lines_set_aside:
+        click.echo(f"the mail log reads cleanly ({report.lines_kept} lines); nothing to repair")
+        return
+    click.echo(
+        f"set {report.lines_set_aside} unreadable line(s) aside in {report.set_aside_to}; "
+        f"kept {report.lines_kept}; recovered {report.recovered_sends} sent note(s) and "
+        f"{report.recovered_sessions} session(s) from this machine's refs"
+    )
 
 
 @mail.command("trust")

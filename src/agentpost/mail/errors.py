@@ -9,6 +9,8 @@ MailError                      code                 exit
  ├── UnknownRecipient          unknown_recipient    1   check the name; the peer must have joined
  ├── AmbiguousRecipient        ambiguous_recipient  1   pass --instance-id
  ├── InvalidBody               invalid_body         1   send a non-empty body under the size cap
+ ├── InvalidIdempotencyKey     invalid_idempotency_key 1 give a key of 1-255 bytes
+ ├── IdempotencyConflict       idempotency_conflict 1   this key already sent another note; pick a new key
  ├── OutboxFull                outbox_full          1   wait for acks before sending more
  ├── InboxFull                 inbox_full           1   the local recipient must read its inbox
  ├── MailBusy                  mail_busy            75  another sync holds the lock; retry
@@ -69,6 +71,14 @@ class AmbiguousRecipient(MailError):
 
 class InvalidBody(MailError):
     code = "invalid_body"
+
+
+class InvalidIdempotencyKey(MailError):
+    code = "invalid_idempotency_key"
+
+
+class IdempotencyConflict(MailError):
+    code = "idempotency_conflict"
 
 
 class OutboxFull(MailError):

@@ -95,7 +95,7 @@ def _surface(ctx: MailContext) -> str:
     if not messages:
         return ""
     text = render(me.name, messages)
-    inbox.mark_read([m.id for m in messages])
+    inbox.mark_read([m.key for m in messages])
     return text
 
 

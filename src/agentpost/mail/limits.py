@@ -12,6 +12,9 @@ from datetime import timedelta
 
 # An unacknowledged message is dropped by its sender and refused by recipients after this.
 MESSAGE_TTL = timedelta(days=14)
+# How far ahead of this machine's clock an envelope's `sent_at` may be: clocks differ,
+# but not by days. Past it the envelope is refused as `bad_timestamp`.
+MAX_CLOCK_SKEW = timedelta(days=1)
 # While anything is unacknowledged, the stop hook republishes at least this often.
 REPUBLISH_EVERY = timedelta(minutes=10)
 # Hooks fetch and import at most this often (session-start and prompt).

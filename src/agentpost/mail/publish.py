@@ -24,6 +24,7 @@ from agentpost.mail.wire import (
     InstanceEntry,
     MailDoc,
     PresenceDoc,
+    ack_entry,
     content_digest,
     encode,
     mail_ref,
@@ -46,7 +47,8 @@ def presence_doc(ctx: MailContext, state: MailState, key: MachineKey, now: datet
 
 
 def mail_doc(ctx: MailContext, state: MailState, now: datetime) -> MailDoc:
-    return MailDoc(ctx.machine, format_ts(now), state.pending(now), state.acks(now))
+    acks = [ack_entry(machine, msg_id) for machine, msg_id in state.acks(now)]
+    return MailDoc(ctx.machine, format_ts(now), state.pending(now), acks)
 
 
 def publish(

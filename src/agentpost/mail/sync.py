@@ -15,7 +15,16 @@ from agentpost.mail import clock
 from agentpost.mail.clock import format_ts, parse_ts
 from agentpost.mail.commands import redeliver_local
 from agentpost.mail.context import MailContext
-from agentpost.mail.importer import ACCEPT, INBOX_FULL, REFUSE, SKIP, judge
+from agentpost.mail.importer import (
+    ACCEPT,
+    DUPLICATE_ID,
+    INBOX_FULL,
+    REFUSE,
+    SKIP,
+    Verdict,
+    judge,
+    repeated_ids,
+)
 from agentpost.mail.inbox import Delivery, Inbox, InboxMessage
 from agentpost.mail.limits import COMPACT_SLACK_LINES, LOCK_WAIT_SECONDS, REPUBLISH_EVERY
 from agentpost.mail.lock import mail_lock
@@ -24,7 +33,7 @@ from agentpost.mail.marks import load_marks, save_marks, stamp
 from agentpost.mail.publish import publish
 from agentpost.mail.state import MailState
 from agentpost.mail.view import RemoteView, read_view
-from agentpost.mail.wire import DocumentError, MailDoc
+from agentpost.mail.wire import DocumentError, MailDoc, ack_entry
 
 
 @dataclass
@@ -140,8 +149,11 @@ def _import(
         if isinstance(doc, DocumentError):
             report.refused.append({"id": None, "machine": machine, "reason": doc.reason})
             continue
-        for raw in doc.outbox:
+        repeated = repeated_ids(doc.outbox)
+        for pos, raw in enumerate(doc.outbox):
             verdict = judge(raw, machine, ctx.machine, state, changed_keys, now)
+            if pos in repeated and not (verdict.action == SKIP and verdict.envelope is None):
+                verdict = Verdict(REFUSE, DUPLICATE_ID)  # addressed here, offered twice
             env = verdict.envelope
             if verdict.action == REFUSE:
                 msg_id = raw.get("id") if isinstance(raw, dict) else None
@@ -153,10 +165,10 @@ def _import(
                     }
                 )
                 continue
-            if verdict.action == SKIP and env is not None and env.id in state.retired:
+            if verdict.action == SKIP and env is not None and (machine, env.id) in state.retired:
                 # Offered again after we retired its ack (a replaced or forged sender
                 # ref): acknowledge it again, or the sender offers it until expiry.
-                prior = state.imported[env.id]
+                prior = state.imported[(machine, env.id)]
                 rec = Imported(
                     env.id,
                     prior.sender,
@@ -192,6 +204,14 @@ def _import(
             state.apply(rec)
             if outcome is Delivery.DELIVERED:
                 report.imported += 1
+            for other in state.other_senders_of(machine, env.id, now):
+                # Harmless now that notes are keyed by machine, but worth a look: ids are
+                # random, so a reused one was copied on purpose.
+                print(
+                    f"agentpost mail: WARNING id {env.id} from {machine} is also the id of a "
+                    f"note from {other}; both are kept, each under its own machine",
+                    file=sys.stderr,
+                )
 
 
 def _trusted_mail_docs(
@@ -234,8 +254,11 @@ def _take_acks(
     for envelope in state.pending(now):
         to_machine = envelope["to"]["machine"]
         doc = trusted.get(to_machine)
-        # Only the recipient machine's own signed ref can acknowledge a message to it.
-        if doc is not None and envelope["id"] in acks_of.setdefault(to_machine, set(doc.acks)):
+        # Only the recipient machine's own signed ref can acknowledge a message to it, and
+        # only under our machine's name: an ack of another machine's note with the same
+        # id is not ours (DESIGN.md §7).
+        entry = ack_entry(str(envelope["from"]["machine"]), str(envelope["id"]))
+        if doc is not None and entry in acks_of.setdefault(to_machine, set(doc.acks)):
             records.append(Acked(envelope["id"], to_machine, format_ts(now)))
             report.acked += 1
 
@@ -245,9 +268,8 @@ def _retire_acks(
 ) -> None:
     """Stop acknowledging once the sender's newer ref no longer offers the message."""
     offered: dict[str, set[object]] = {}
-    for msg_id in state.acks(now):
-        imp = state.imported[msg_id]
-        sender = str(imp.sender.get("machine"))
+    for sender, msg_id in state.acks(now):
+        imp = state.imported[(sender, msg_id)]
         doc = trusted.get(sender)
         if doc is None:
             continue
@@ -258,7 +280,7 @@ def _retire_acks(
         if sender not in offered:
             offered[sender] = {e.get("id") for e in doc.outbox if isinstance(e, dict)}
         if newer and msg_id not in offered[sender]:
-            records.append(Retired(msg_id, format_ts(now)))
+            records.append(Retired(msg_id, format_ts(now), sender))
 
 
 def _expire(state: MailState, now: datetime, records: list[Record]) -> None:

@@ -52,6 +52,16 @@ def mail_ref(machine: str) -> str:
     return f"refs/agentpost/mail/{machine}"
 
 
+def ack_entry(machine: str, msg_id: str) -> str:
+    """One entry of a mail document's `acks`: `<sender machine>/<envelope id>`.
+
+    Keyed by the sender machine, so one machine's ack names exactly one machine's note:
+    a note that reuses another machine's id can never acknowledge it (DESIGN.md §7).
+    Neither part can contain `/` (see repo.check_name and repo.is_safe_id).
+    """
+    return f"{machine}/{msg_id}"
+
+
 def encode(doc: PresenceDoc | MailDoc) -> bytes:
     return canonical(msgspec.to_builtins(doc)) + b"\n"
 
