@@ -99,10 +99,12 @@ parameters = {{ "query.wait" = 0 }}
 
 # Schema-valid bodies these routes refuse by rule or reference (400 `invalid_request`):
 # an unknown owner, participant, master or attachment; blank text; a master-mode room
-# without a master; a human with an owner; and `1.0` where JSON Schema's integer allows it.
+# without a master (also when settings switch a room to master mode); a human with an owner;
+# and `1.0` where JSON Schema's integer allows it.
 [[operations]]
 include-name = ["POST /v1/admin/workspaces/{{ws}}/members", "POST /v1/workspaces/{{ws}}/rooms",
-                "POST /v1/rooms/{{room}}/messages", "POST /v1/inbox/ack"]
+                "POST /v1/rooms/{{room}}/messages", "POST /v1/inbox/ack",
+                "PATCH /v1/rooms/{{room}}"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409"]
 
 # An idle event stream only ends when the client stops reading.

@@ -256,8 +256,8 @@ LAST_EVENT_ID = {
     "name": "Last-Event-ID",
     "in": "header",
     "required": False,
-    "schema": {"type": "string", "pattern": "^[0-9]+$"},
-    "description": "resume after this id (SSE reconnect); wins over `after`",
+    "schema": {"type": "string", "pattern": "^[0-9]*$"},
+    "description": "resume after this id (SSE reconnect); wins over `after`; empty = not sent",
 }
 IDEMPOTENCY_KEY = {
     "name": idempotency.HEADER,
