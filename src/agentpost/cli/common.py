@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn, TypeVar
 
@@ -23,14 +24,19 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from agentpost.client import HubClient, HubError, HubUnreachable
+from agentpost.client import HubClient, HubError, HubUnavailable, HubUnreachable
 from agentpost.client.errors import NotConfigured
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 EXIT_FINAL = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_RETRY = 75
+
+# A followed stream that is cut waits this long before it reconnects, doubling to the cap.
+RECONNECT_FIRST = 0.5
+RECONNECT_MAX = 10.0
 
 # soft_wrap: a long line stays one line (an id split over two lines cannot be copied).
 console = Console(soft_wrap=True)
@@ -153,3 +159,37 @@ def table(columns: list[str], rows: list[list[Any]], empty: str = "(none)") -> N
 def say(text: str) -> None:
     """One plain line for people (no markup: `[postgres]` stays `[postgres]`)."""
     console.print(text, markup=False, highlight=False)
+
+
+def follow(
+    open_stream: Callable[[int | None], Iterable[T]],
+    position: Callable[[T], int],
+    show: Callable[[T], None],
+    after: int | None,
+    shown: Callable[[T], None] | None = None,
+) -> None:
+    """Show a live stream until Ctrl-C. A hub that goes away (restart, network) is waited
+    for, with backoff and a `reconnecting…` line on stderr, and the stream resumes after
+    the last item shown (Last-Event-ID), so nothing is shown twice or skipped. A refusal
+    (a removed member, an unknown room) ends it like any other final error. `shown` runs
+    after an item is shown and counted (an ack: one lost to a cut is covered by the next)."""
+    delay = RECONNECT_FIRST
+    try:
+        while True:
+            try:
+                for item in open_stream(after):
+                    show(item)
+                    after = position(item)
+                    delay = RECONNECT_FIRST
+                    if shown is not None:
+                        shown(item)
+            except (HubUnreachable, HubUnavailable) as exc:
+                err_console.print(
+                    f"reconnecting in {delay:g} s… ({exc.code}: {exc.message})",
+                    markup=False,
+                    highlight=False,
+                )
+                time.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX)
+    except KeyboardInterrupt:
+        return

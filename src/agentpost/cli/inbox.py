@@ -6,20 +6,41 @@ import click
 import msgspec
 
 from agentpost.cli.app import main
-from agentpost.cli.common import client, emit, hub_errors, hub_options, json_option, say, table
-from agentpost.client import Event, HubClient
+from agentpost.cli.common import (
+    client,
+    emit,
+    follow,
+    hub_errors,
+    hub_options,
+    json_option,
+    say,
+    table,
+)
+from agentpost.client import Event, HubClient, InboxItem
 
 
 @main.command()
 @click.option("--after", type=int, default=None, help="Start after this cursor (default: acked).")
 @click.option("--wait", type=float, default=0.0, show_default=True, help="Long-poll seconds.")
 @click.option("--ack", is_flag=True, help="Acknowledge what was shown (advance the cursor).")
+@click.option(
+    "--follow", "-F", is_flag=True, help="Keep showing new wake-ups as they arrive (SSE)."
+)
 @hub_options
 @json_option
 def inbox(
-    after: int | None, wait: float, ack: bool, hub: str, token: str | None, as_json: bool
+    after: int | None,
+    wait: float,
+    ack: bool,
+    follow: bool,
+    hub: str,
+    token: str | None,
+    as_json: bool,
 ) -> None:
     """Show the events that woke you (your inbox), oldest first."""
+    if follow:
+        _follow_inbox(after, ack, hub, token, as_json)
+        return
     with hub_errors(as_json), client(hub, token) as c:
         page = c.inbox(after=after, wait=wait)
         acked = c.ack(page.cursor) if ack and page.items else None
@@ -46,6 +67,31 @@ def inbox(
             say(f"acknowledged up to cursor {acked}")
 
     emit(as_json, data, human)
+
+
+def _follow_inbox(after: int | None, ack: bool, hub: str, token: str | None, as_json: bool) -> None:
+    """One line per wake-up (NDJSON with --json, like `tail`); --ack acknowledges each
+    after it is shown."""
+    with hub_errors(as_json), client(hub, token) as c:
+        names = room_names(c)
+
+        def show(item: InboxItem) -> None:
+            ev = item.event
+            if ev.room not in names:
+                names.update(room_names(c))  # a room made since we started
+            emit(
+                as_json,
+                msgspec.to_builtins(item),
+                lambda: say(
+                    f"{item.cursor:>5} {ev.id} {names.get(ev.room, ev.room)} {ev.sender} "
+                    f"{_kind(ev)}: {_preview(ev.text, 200)}"
+                ),
+            )
+
+        def acked(item: InboxItem) -> None:
+            c.ack(item.cursor)
+
+        follow(c.inbox_stream, lambda item: item.cursor, show, after, acked if ack else None)
 
 
 def room_names(c: HubClient) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mimetypes
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -20,6 +21,9 @@ from agentpost.cli.common import (
     json_option,
     say,
     table,
+)
+from agentpost.cli.common import (
+    follow as follow_stream,
 )
 from agentpost.client import Event
 
@@ -156,11 +160,11 @@ def tail(
     with hub_errors(as_json), client(hub, token) as c:
         room_id = c.resolve_room(room_ref)
         if follow:
-            try:
-                for ev in c.stream(room_id, after):
-                    show(ev)
-            except KeyboardInterrupt:
-                return
+
+            def fresh(pos: int | None) -> Iterator[Event]:
+                return c.stream(room_id, pos or 0)
+
+            follow_stream(fresh, lambda ev: ev.seq, show, after)
             return
         while True:
             page = c.events(room_id, after, 1000)

@@ -4,6 +4,7 @@ from agentpost.client.asyncclient import AsyncHubClient, hub_url_from_env
 from agentpost.client.errors import HubError, HubRefused, HubUnavailable, HubUnreachable
 from agentpost.client.models import (
     Event,
+    InboxItem,
     InboxPage,
     Media,
     Member,
@@ -24,6 +25,7 @@ __all__ = [
     "HubRefused",
     "HubUnavailable",
     "HubUnreachable",
+    "InboxItem",
     "InboxPage",
     "Media",
     "Member",

@@ -20,6 +20,7 @@ from agentpost.client.errors import (
 )
 from agentpost.client.models import (
     Event,
+    InboxItem,
     InboxPage,
     Media,
     Member,
@@ -152,21 +153,35 @@ class AsyncHubClient:
         return await self._get(f"/v1/rooms/{room_id}/events", list[Event], "events", params=params)
 
     async def stream(self, room_id: str, after: int = 0) -> AsyncIterator[Event]:
-        """Events of the room after `after`, live, resuming with Last-Event-ID on a cut."""
+        """Events of the room after `after`, live; a stream the hub ends is resumed with
+        Last-Event-ID; no answer at all raises `HubUnreachable` (the caller may resume
+        from the last seq it got)."""
+        async for body in self._sse(f"/v1/rooms/{room_id}/stream", after):
+            yield msgspec.json.decode(body, type=Event)
+
+    async def inbox_stream(self, after: int | None = None) -> AsyncIterator[InboxItem]:
+        """The caller's inbox after cursor `after` (default: its acknowledged cursor), live."""
+        async for body in self._sse("/v1/inbox/stream", after):
+            yield msgspec.json.decode(body, type=InboxItem)
+
+    async def _sse(self, path: str, after: int | None) -> AsyncIterator[bytes]:
+        """The data of each frame of an SSE stream, reconnecting with Last-Event-ID after
+        the last frame given when the hub ends the stream."""
         while True:
-            headers = {"Last-Event-ID": str(after), "Accept": "text/event-stream"}
+            headers = {"Accept": "text/event-stream"}
+            if after is not None:
+                headers["Last-Event-ID"] = str(after)
             try:
-                async with self._http.stream(
-                    "GET", f"/v1/rooms/{room_id}/stream", headers=headers, timeout=None
-                ) as resp:
+                async with self._http.stream("GET", path, headers=headers, timeout=None) as resp:
                     if resp.status_code >= 300:
                         await resp.aread()
                         raise error_from_response(resp)
-                    async for ev in _sse_events(resp):
-                        after = ev.seq
-                        yield ev
-            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-                raise HubUnreachable(f"stream cut: {exc!r}") from exc
+                    async for frame_id, data in _sse_frames(resp):
+                        if frame_id is not None:
+                            after = frame_id
+                        yield data
+            except httpx.TransportError as exc:
+                raise HubUnreachable(f"stream from {self.hub} cut: {exc!r}") from exc
 
     async def inbox(
         self, after: int | None = None, wait: float = 0.0, limit: int = 100
@@ -301,11 +316,16 @@ class AsyncHubClient:
         return await threads.send_state(self, room_id, key)
 
 
-async def _sse_events(resp: httpx.Response) -> AsyncIterator[Event]:
+async def _sse_frames(resp: httpx.Response) -> AsyncIterator[tuple[int | None, bytes]]:
+    """(id, data) of each SSE frame; comments (keep-alives) are skipped."""
     data: list[str] = []
+    frame_id: int | None = None
     async for line in resp.aiter_lines():
         if line.startswith("data:"):
             data.append(line[5:].lstrip())
+        elif line.startswith("id:"):
+            value = line[3:].strip()
+            frame_id = int(value) if value.isdigit() else None
         elif line == "" and data:
-            yield msgspec.json.decode("\n".join(data), type=Event)
-            data = []
+            yield frame_id, "\n".join(data).encode()
+            data, frame_id = [], None

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar
 
 from agentpost.client.asyncclient import AsyncHubClient
-from agentpost.client.models import Event
+from agentpost.client.models import Event, InboxItem
+
+T = TypeVar("T")
 
 
 class HubClient:
@@ -45,7 +47,12 @@ class HubClient:
         return call
 
     def stream(self, room_id: str, after: int = 0) -> Iterator[Event]:
-        agen = self._async.stream(room_id, after)
+        return self._iterate(self._async.stream(room_id, after))
+
+    def inbox_stream(self, after: int | None = None) -> Iterator[InboxItem]:
+        return self._iterate(self._async.inbox_stream(after))
+
+    def _iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
         try:
             while True:
                 try:
@@ -53,4 +60,9 @@ class HubClient:
                 except StopAsyncIteration:
                     return
         finally:
-            self._loop.run_until_complete(agen.aclose())
+            try:
+                self._loop.run_until_complete(agen.aclose())
+            except RuntimeError:
+                # Interrupted inside a step (Ctrl-C): the generator is still "running" and
+                # cannot be closed; it is dropped with the loop, nothing is in flight for it.
+                pass
