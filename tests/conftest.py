@@ -1,13 +1,17 @@
 """Fixtures: real hub processes on free loopback ports, on a real SQLite file or a real
 PostgreSQL database (every hub test runs on both engines; DESIGN.md §8).
 
-PostgreSQL runs when `AGENTPOST_TEST_PG_DSN` names a database; each test gets its own
-schema. With `AGENTPOST_REQUIRE_POSTGRES=1` (CI) a missing database is a failure, not a skip.
+PostgreSQL: `AGENTPOST_TEST_PG_DSN` names a database (`.ci/run` sets one); without it, when
+the PostgreSQL server binaries are on the machine (`initdb`, `pg_ctl`), the suite starts a
+throwaway cluster of its own (a temp dir, a free loopback port, removed at the end; see
+`pgcluster.py`). Each test gets its own schema. With `AGENTPOST_REQUIRE_POSTGRES=1` (CI) a
+missing database is a failure, not a skip.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,8 +22,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from hubproc import HubProcess, Setup, make_setup  # noqa: E402
+from pgcluster import Cluster, server_binaries  # noqa: E402
 
-PG_DSN = os.environ.get("AGENTPOST_TEST_PG_DSN")
 REQUIRE_PG = os.environ.get("AGENTPOST_REQUIRE_POSTGRES") == "1"
 
 
@@ -35,10 +39,44 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.skip(reason="reaches into the SQLite file itself"))
 
 
-def pg_schema_dsn(schema: str) -> str:
-    assert PG_DSN is not None
-    sep = "&" if "?" in PG_DSN else "?"
-    return f"{PG_DSN}{sep}options=-csearch_path%3D{schema}"
+class Postgres:
+    """The PostgreSQL the suite runs on: a DSN, and how to restart its server."""
+
+    def __init__(self, dsn: str, cluster: Cluster | None) -> None:
+        self.dsn = dsn
+        self.cluster = cluster
+
+    def schema_dsn(self, schema: str) -> str:
+        sep = "&" if "?" in self.dsn else "?"
+        return f"{self.dsn}{sep}options=-csearch_path%3D{schema}"
+
+    def restart_command(self) -> list[str] | None:
+        """A command that restarts the server fast (connections drop), or None."""
+        if self.cluster is not None:
+            return self.cluster.restart_command()
+        if shutil.which("pg_ctlcluster") is None or not Path("/etc/postgresql").is_dir():
+            return None
+        version = sorted(p.name for p in Path("/etc/postgresql").iterdir())[0]
+        return ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"] + [
+            "-m",
+            "fast",
+        ]
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres | None]:
+    """The explicit `AGENTPOST_TEST_PG_DSN`, else a throwaway cluster when the server
+    binaries exist, else None (the PostgreSQL half is skipped)."""
+    dsn = os.environ.get("AGENTPOST_TEST_PG_DSN")
+    if dsn:
+        yield Postgres(dsn, None)
+        return
+    binaries = server_binaries()
+    if binaries is None:
+        yield None
+        return
+    with Cluster(binaries) as cluster:
+        yield Postgres(cluster.dsn, cluster)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -48,20 +86,30 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str | None]:
     if request.param == "sqlite":
         yield None
         return
-    if not PG_DSN:
+    pg: Postgres | None = request.getfixturevalue("postgres")
+    if pg is None:
         if REQUIRE_PG:
             pytest.fail("AGENTPOST_REQUIRE_POSTGRES=1 but AGENTPOST_TEST_PG_DSN is not set")
-        pytest.skip("set AGENTPOST_TEST_PG_DSN to run the PostgreSQL half")
+        pytest.skip("no PostgreSQL: set AGENTPOST_TEST_PG_DSN or install the server (initdb)")
     import psycopg
 
     schema = "t_" + uuid.uuid4().hex[:16]
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+    with psycopg.connect(pg.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     try:
-        yield pg_schema_dsn(schema)
+        yield pg.schema_dsn(schema)
     finally:
-        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        with psycopg.connect(pg.dsn, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+@pytest.fixture
+def restart_postgres(postgres: Postgres | None) -> list[str]:
+    """The command that restarts the PostgreSQL server under test (skips when none)."""
+    command = postgres.restart_command() if postgres is not None else None
+    if command is None:
+        pytest.skip("no way to restart this PostgreSQL server")
+    return command
 
 
 @pytest.fixture

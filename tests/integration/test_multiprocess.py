@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import subprocess
 import threading
 from collections.abc import Callable
@@ -238,29 +237,17 @@ def test_dropped_database_connections_mid_burst_store_each_key_once(pair: Pair) 
     _exactly_once(b, s.tokens["alice"], s.room, keys)
 
 
-@pytest.mark.skipif(shutil.which("pg_ctlcluster") is None, reason="needs pg_ctlcluster (Debian)")
-def test_postgres_restart_mid_burst_stores_each_key_once(pair: Pair) -> None:
+def test_postgres_restart_mid_burst_stores_each_key_once(
+    pair: Pair, restart_postgres: list[str]
+) -> None:
     a, b = pair
     s = make_setup(a, ["alice"], [])
     keys = [f"k{i}" for i in range(160)]
-    version = subprocess.run(
-        ["ls", "/etc/postgresql"], capture_output=True, text=True
-    ).stdout.split()[0]
 
     def restart() -> None:
         threading.Thread(
             target=subprocess.run,
-            args=(
-                [
-                    "pg_ctlcluster",
-                    "--skip-systemctl-redirect",
-                    version,
-                    "main",
-                    "restart",
-                    "-m",
-                    "fast",
-                ],
-            ),
+            args=(restart_postgres,),
             kwargs={"check": True, "capture_output": True},
         ).start()
 
