@@ -43,6 +43,7 @@ class Code(StrEnum):
     COMMAND_REJECTED = "command_rejected"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    TOO_MANY_STREAMS = "too_many_streams"
     STORAGE_UNAVAILABLE = "storage_unavailable"
     INTERNAL = "internal"
 

@@ -36,6 +36,7 @@ from agentpost.hub.notify import Notifier
 from agentpost.hub.routes import admin, events, inbox, messages, meta, rooms, threads
 from agentpost.hub.routing.router import LlmSettings
 from agentpost.hub.state import Hub
+from agentpost.hub.streams import StreamSlots
 from agentpost.store.engine import Engine
 from agentpost.store.files import private_dir
 from agentpost.store.open import open_engine
@@ -175,6 +176,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             tokens=TokenCache(enabled=not eng.shared),
             http=httpx.AsyncClient(),
             router_settings=LlmSettings.from_env(),
+            streams=StreamSlots(config.max_streams_per_member),
         )
         if hub.router_settings is None:
             log.info("no AGENTPOST_ROUTER_URL: rooms with the llm router stop (wake no one)")

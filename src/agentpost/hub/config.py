@@ -28,6 +28,10 @@ class HubConfig:
     sse_keepalive_seconds: float = field(
         default_factory=lambda: float(os.environ.get("AGENTPOST_SSE_KEEPALIVE", "15"))
     )
+    # Open SSE streams one member may hold on one hub process (429 `too_many_streams`).
+    max_streams_per_member: int = field(
+        default_factory=lambda: int(os.environ.get("AGENTPOST_MAX_STREAMS", "16"))
+    )
 
     blobs_dir: Path | None = None
 

@@ -39,6 +39,7 @@ STATUS: dict[Code, int] = {
     Code.UNSUPPORTED_MEDIA_TYPE: 415,
     Code.IDEMPOTENCY_CONFLICT: 422,
     Code.COMMAND_REJECTED: 422,
+    Code.TOO_MANY_STREAMS: 429,
     Code.INTERNAL: 500,
     Code.STORAGE_UNAVAILABLE: 503,
 }
@@ -56,7 +57,7 @@ def error_response(exc: AgentpostError, headers: Mapping[str, str] | None = None
     out = dict(headers or {})
     if exc.code is Code.IDEMPOTENCY_IN_FLIGHT:
         out["Retry-After"] = "1"
-    if exc.code is Code.STORAGE_UNAVAILABLE:
+    if exc.code in (Code.STORAGE_UNAVAILABLE, Code.TOO_MANY_STREAMS):
         out["Retry-After"] = "5"
     if exc.code is Code.UNAUTHORIZED:
         out["WWW-Authenticate"] = "Bearer"

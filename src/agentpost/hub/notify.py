@@ -15,8 +15,13 @@ ALL = "*"
 class Notifier:
     def __init__(self) -> None:
         self._events: dict[str, asyncio.Event] = {}
+        self.closed = False
 
     def event(self, key: str) -> asyncio.Event:
+        if self.closed:  # shutting down: nobody waits any more
+            ev = asyncio.Event()
+            ev.set()
+            return ev
         ev = self._events.get(key)
         if ev is None:
             ev = self._events[key] = asyncio.Event()
@@ -33,6 +38,12 @@ class Notifier:
         ev = self._events.pop(key, None)
         if ev is not None:
             ev.set()
+
+    def close(self) -> None:
+        """The hub is shutting down: wake every waiter for good. Streams and long polls
+        see `closed` and end, so a shutdown is not held up by readers (§3 Starting)."""
+        self.closed = True
+        self.notify(ALL)
 
 
 async def wait(ev: asyncio.Event, timeout: float) -> bool:

@@ -197,6 +197,7 @@ POST += [Code.IDEMPOTENCY_IN_FLIGHT, Code.IDEMPOTENCY_CONFLICT, Code.COMMAND_REJ
 _ERROR_HEADERS = {
     401: {"WWW-Authenticate": "the auth scheme to use: `Bearer`"},
     409: {"Retry-After": "seconds to wait, with `idempotency_in_flight`"},
+    429: {"Retry-After": "seconds to wait before opening another stream"},
     503: {"Retry-After": "seconds to wait before retrying"},
 }
 
@@ -250,7 +251,8 @@ AFTER_SEQ = _query("after", SEQ, "list events with seq greater than this (0: fro
 LIMIT = _query(
     "limit",
     {"type": "integer", "minimum": 1, "maximum": INT64_MAX},
-    "page size; default 100, capped at 1000",
+    "page size; default 100, capped at 1000 and at 4 MiB of events (at least one): a"
+    " shorter page is not the end, page until one is empty",
 )
 LAST_EVENT_ID = {
     "name": "Last-Event-ID",
@@ -494,7 +496,7 @@ def _operations() -> dict[str, dict[str, Any]]:
             "get": _op(
                 "room_stream",
                 (200, _sse("event", "Event", "= the event's `seq`")),
-                [*room_codes, Code.INVALID_REQUEST],
+                [*room_codes, Code.INVALID_REQUEST, Code.TOO_MANY_STREAMS],
                 security=MEMBER,
                 params=[ROOM_ID, AFTER_SEQ, LAST_EVENT_ID],
             )
@@ -531,7 +533,8 @@ def _operations() -> dict[str, dict[str, Any]]:
                     _query(
                         "wait",
                         {"type": "number", "minimum": 0},
-                        "long poll: seconds to wait for an item when there is none (capped at 60)",
+                        "long poll: seconds to wait for an item when there is none (capped at"
+                        " 60); a member removed meanwhile is answered 403 at once",
                     ),
                 ],
             )
@@ -540,7 +543,7 @@ def _operations() -> dict[str, dict[str, Any]]:
             "get": _op(
                 "inbox_stream",
                 (200, _sse("inbox", "InboxItem", "= the inbox cursor")),
-                [*AUTH, Code.INVALID_REQUEST, *WRITE],
+                [*AUTH, Code.INVALID_REQUEST, *WRITE, Code.TOO_MANY_STREAMS],
                 security=MEMBER,
                 params=[LAST_EVENT_ID],
             )

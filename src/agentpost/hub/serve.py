@@ -16,11 +16,13 @@ import sqlite3
 import sys
 
 import uvicorn
+from starlette.applications import Starlette
 
 from agentpost.core.errors import AgentpostError
 from agentpost.hub.app import admin_token_hash, create_app
 from agentpost.hub.config import HubConfig
 from agentpost.hub.protocol import protocol_class
+from agentpost.hub.state import Hub
 from agentpost.store.engine import Engine
 from agentpost.store.files import UMASK, private_dir
 from agentpost.store.open import describe, open_engine
@@ -78,14 +80,39 @@ def _prepare(config: HubConfig) -> tuple[socket.socket, Engine]:
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, url: str) -> None:
+    def __init__(self, config: uvicorn.Config, app: Starlette, url: str) -> None:
         super().__init__(config)
+        self.app = app
         self.url = url
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
             print(f"agentpost hub listening on {self.url}", flush=True)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """End streams and long polls first, so a graceful shutdown does not wait on them:
+        uvicorn lets requests in progress finish, and a stream never does by itself."""
+        hub: Hub | None = getattr(self.app.state, "hub", None)
+        if hub is not None:
+            hub.notifier.close()
+        stuck = asyncio.create_task(self._drop_stuck_readers())
+        try:
+            await super().shutdown(sockets)
+        finally:
+            stuck.cancel()
+
+    async def _drop_stuck_readers(self) -> None:
+        """Close connections whose reader stopped reading (the write buffer stays full):
+        their stream cannot finish its last write, and a reader resumes from
+        `Last-Event-ID` anyway. uvicorn reports that as the client having gone."""
+        while True:
+            for conn in list(self.server_state.connections):
+                flow = getattr(conn, "flow", None)
+                transport = getattr(conn, "transport", None)
+                if flow is not None and flow.write_paused and transport is not None:
+                    transport.abort()
+            await asyncio.sleep(0.05)
 
 
 def serve(config: HubConfig, log_level: str = "warning") -> None:
@@ -112,7 +139,7 @@ def serve(config: HubConfig, log_level: str = "warning") -> None:
         timeout_graceful_shutdown=3,
         http=protocol_class(),
     )
-    server = _Server(ucfg, f"http://{host}:{port}")
+    server = _Server(ucfg, app, f"http://{host}:{port}")
     if os.environ.get("AGENTPOST_ADMIN_TOKEN"):
         token_note = "admin token from AGENTPOST_ADMIN_TOKEN"
     else:

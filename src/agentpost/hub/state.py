@@ -14,6 +14,7 @@ from agentpost.hub.idempotency import Idempotency
 from agentpost.hub.metrics import HubMetrics
 from agentpost.hub.notify import Notifier
 from agentpost.hub.routing.router import LlmSettings
+from agentpost.hub.streams import StreamSlots
 from agentpost.store.engine import Engine
 
 
@@ -29,6 +30,7 @@ class Hub:
     tokens: TokenCache
     http: httpx.AsyncClient  # outbound calls: the llm router
     router_settings: LlmSettings | None
+    streams: StreamSlots
 
 
 def hub_of(request: Request) -> Hub:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentpost.store.engine import Db
+from agentpost.store.engine import Db, Row
 
 
 def insert(db: Db, room_id: str, seq: int, event_id: str, body: bytes) -> None:
@@ -12,13 +12,37 @@ def insert(db: Db, room_id: str, seq: int, event_id: str, body: bytes) -> None:
     )
 
 
-def page(db: Db, room_id: str, after: int, limit: int) -> list[tuple[int, bytes]]:
-    """(seq, body) of the room's events with seq > after, oldest first."""
+def page(
+    db: Db, room_id: str, after: int, limit: int, max_bytes: int | None = None
+) -> list[tuple[int, bytes]]:
+    """(seq, body) of the room's events with seq > after, oldest first; with `max_bytes`,
+    only as many as fit in that many body bytes (always at least one)."""
+    if max_bytes is not None:
+        sizes = db.all(
+            "SELECT length(body) FROM events WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (room_id, after, limit),
+        )
+        limit = fitting(sizes, max_bytes)
+        if limit == 0:
+            return []
     rows = db.all(
         "SELECT seq, body FROM events WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         (room_id, after, limit),
     )
     return [(int(r[0]), bytes(r[1])) for r in rows]
+
+
+def fitting(sizes: list[Row], max_bytes: int) -> int:
+    """How many of the leading `(size,)` rows fit in `max_bytes` together; the first one
+    always does. Sizes come from `length(body)`, which reads a blob's length without its
+    bytes (SQLite's record header, PostgreSQL's TOAST header), so a page of large events
+    is cut before any of it is loaded."""
+    total = 0
+    for n, (size,) in enumerate(sizes):
+        total += int(size)
+        if total > max_bytes and n > 0:
+            return n
+    return len(sizes)
 
 
 def by_id(db: Db, event_id: str) -> tuple[str, int, bytes] | None:

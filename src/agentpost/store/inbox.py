@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from agentpost.store import events
 from agentpost.store.engine import Db, Tx
 
 
@@ -31,14 +32,28 @@ def _append(db: Db, member_id: str, room_id: str, seq: int) -> None:
     )
 
 
-def page(db: Db, member_id: str, after: int, limit: int) -> list[tuple[int, bytes]]:
-    """(cursor, event body) of the member's inbox rows past `after`, oldest first."""
+def page(
+    db: Db, member_id: str, after: int, limit: int, max_bytes: int | None = None
+) -> list[tuple[int, bytes]]:
+    """(cursor, event body) of the member's inbox rows past `after`, oldest first; with
+    `max_bytes`, only as many as fit in that many body bytes (always at least one)."""
+    if max_bytes is not None:
+        sizes = db.all(
+            f"SELECT length(e.body) {_ROWS} ORDER BY i.cursor LIMIT ?", (member_id, after, limit)
+        )
+        limit = events.fitting(sizes, max_bytes)
+        if limit == 0:
+            return []
     rows = db.all(
-        "SELECT i.cursor, e.body FROM inbox i JOIN events e ON e.room_id = i.room_id AND e.seq = i.seq"
-        " WHERE i.member_id = ? AND i.cursor > ? ORDER BY i.cursor LIMIT ?",
-        (member_id, after, limit),
+        f"SELECT i.cursor, e.body {_ROWS} ORDER BY i.cursor LIMIT ?", (member_id, after, limit)
     )
     return [(int(r[0]), bytes(r[1])) for r in rows]
+
+
+_ROWS = (
+    "FROM inbox i JOIN events e ON e.room_id = i.room_id AND e.seq = i.seq"
+    " WHERE i.member_id = ? AND i.cursor > ?"
+)
 
 
 def last_cursor(db: Db, member_id: str) -> int:

@@ -11,6 +11,7 @@ from agentpost.core.ids import new_token, token_hash
 from agentpost.hub import auth
 from agentpost.hub.decode import read_json
 from agentpost.hub.errors import json_response
+from agentpost.hub.notify import inbox_key
 from agentpost.hub.schemas import MemberIn, MemberOut, WorkspaceIn
 from agentpost.hub.state import hub_of
 from agentpost.store import members
@@ -92,6 +93,7 @@ async def remove_member(request: Request) -> Response:
         if m is None:
             raise RequestError(Code.MEMBER_NOT_FOUND, f"no member {name!r} in {ws_name!r}")
         members.remove_member(tx, m.id, hard)
+        tx.notify(inbox_key(m.id))  # its long polls and inbox streams wake and end now
         return m
 
     m = await hub.engine.write(remove)

@@ -12,7 +12,7 @@ from agentpost.hub import auth
 from agentpost.hub.errors import json_response
 from agentpost.hub.notify import room_key
 from agentpost.hub.routes.rooms import visible_room
-from agentpost.hub.routes.sse import sse_response
+from agentpost.hub.routes.sse import PAGE_BYTES, PAGE_EVENTS, sse_response
 from agentpost.hub.state import Hub, hub_of
 from agentpost.store import events
 from agentpost.store.engine import Db
@@ -22,7 +22,9 @@ log = logging.getLogger("agentpost.hub")
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-STREAM_PAGE = 200
+# A page answered at once (events, the inbox) holds at most this many bytes of bodies
+# (always at least one event): a client pages until a page comes back empty (§3 Paging).
+ANSWER_BYTES = 4 * 1024 * 1024
 
 
 # Seqs and cursors are SQLite INTEGERs: a bigger number is a bad request, not a crash.
@@ -76,13 +78,19 @@ def float_param(request: Request, name: str, default: float, high: float) -> flo
 
 
 async def _page(
-    hub: Hub, member: Member, room_id: str, after: int, limit: int, recheck: bool = False
+    hub: Hub,
+    member: Member,
+    room_id: str,
+    after: int,
+    limit: int,
+    max_bytes: int | None = None,
+    recheck: bool = False,
 ) -> list[tuple[int, bytes]]:
     def read(db: Db) -> list[tuple[int, bytes]]:
         if recheck:  # a stream outlives its auth check: re-check the member on each page
             auth.still_active(db, member)
         visible_room(db, room_id, member)
-        return events.page(db, room_id, after, limit)
+        return events.page(db, room_id, after, limit, max_bytes)
 
     return await hub.engine.read(read)
 
@@ -92,7 +100,7 @@ async def list_events(request: Request) -> Response:
     member = await auth.member(request, hub)
     after = int_param(request, "after", 0, 0)
     limit = int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    rows = await _page(hub, member, request.path_params["room"], after, limit)
+    rows = await _page(hub, member, request.path_params["room"], after, limit, ANSWER_BYTES)
     return json_response(200, b'{"events":[' + b",".join(body for _, body in rows) + b"]}")
 
 
@@ -113,10 +121,12 @@ async def stream(request: Request) -> Response:
     return sse_response(
         request,
         hub,
+        member=member,
         kind="room",
         wake_key=room_key(room_id),
         after=after,
-        page_size=STREAM_PAGE,
-        read_page=lambda pos: _page(hub, member, room_id, pos, STREAM_PAGE, recheck=True),
+        read_page=lambda pos: _page(
+            hub, member, room_id, pos, PAGE_EVENTS, PAGE_BYTES, recheck=True
+        ),
         frame=sse_frame,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import msgspec
 from starlette.requests import Request
@@ -15,20 +16,20 @@ from agentpost.hub.errors import json_response
 from agentpost.hub.notify import inbox_key, wait
 from agentpost.hub.routes.admin import member_out
 from agentpost.hub.routes.events import (
+    ANSWER_BYTES,
     DEFAULT_LIMIT,
     MAX_LIMIT,
     float_param,
     int_param,
     last_event_id,
 )
-from agentpost.hub.routes.sse import sse_response
+from agentpost.hub.routes.sse import PAGE_BYTES, PAGE_EVENTS, sse_response
 from agentpost.hub.schemas import AckIn
 from agentpost.hub.state import hub_of
 from agentpost.store import inbox, members
 from agentpost.store.engine import Db, Tx
 
 MAX_WAIT = 60.0
-STREAM_PAGE = 200
 
 
 def _items(rows: list[tuple[int, bytes]]) -> bytes:
@@ -42,19 +43,26 @@ async def get_inbox(request: Request) -> Response:
     after = int_param(request, "after", acked, 0)
     limit = int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     wait_s = float_param(request, "wait", 0.0, MAX_WAIT)
-    loop_deadline = None
+
+    def read(db: Db, recheck: bool) -> list[tuple[int, bytes]]:
+        if recheck:  # a poll that waited answers its member's removal with 403
+            auth.still_active(db, member)
+        return inbox.page(db, member.id, after, limit, ANSWER_BYTES)
+
+    deadline = asyncio.get_running_loop().time() + wait_s
     gauge = hub.metrics.open_streams.labels("inbox_poll")
     gauge.inc()
     try:
+        recheck = False
         while True:
             woken = hub.notifier.event(inbox_key(member.id))
-            rows = await hub.engine.read(lambda db: inbox.page(db, member.id, after, limit))
-            if rows or wait_s <= 0:
+            rows = await hub.engine.read(functools.partial(read, recheck=recheck))
+            recheck = True
+            left = deadline - asyncio.get_running_loop().time()
+            if rows or left <= 0 or hub.notifier.closed:
                 break
-            now = asyncio.get_running_loop().time()
-            loop_deadline = loop_deadline or now + wait_s
-            if now >= loop_deadline or not await wait(woken, loop_deadline - now):
-                rows = await hub.engine.read(lambda db: inbox.page(db, member.id, after, limit))
+            if not await wait(woken, left):
+                rows = await hub.engine.read(functools.partial(read, recheck=True))
                 break
     finally:
         gauge.dec()
@@ -73,17 +81,17 @@ async def inbox_stream(request: Request) -> Response:
     async def read_page(pos: int) -> list[tuple[int, bytes]]:
         def read(db: Db) -> list[tuple[int, bytes]]:
             auth.still_active(db, member)  # the stream ends when its member is removed
-            return inbox.page(db, member.id, pos, STREAM_PAGE)
+            return inbox.page(db, member.id, pos, PAGE_EVENTS, PAGE_BYTES)
 
         return await hub.engine.read(read)
 
     return sse_response(
         request,
         hub,
+        member=member,
         kind="inbox",
         wake_key=inbox_key(member.id),
         after=after,
-        page_size=STREAM_PAGE,
         read_page=read_page,
         frame=_inbox_frame,
     )

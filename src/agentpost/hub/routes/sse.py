@@ -1,41 +1,89 @@
 """One server-sent-events loop for the room stream and the inbox stream (DESIGN.md §3).
 
 Data always comes from the store, after the position the reader has; a wake-up only says
-"look again". A page is written at once, then the loop yields so other requests run and a
-reader that hung up far behind is noticed. Silence is broken by `: keep-alive` comments
-so proxies keep the connection.
+"look again". The bytes in flight per stream are bounded: a page holds at most
+`PAGE_BYTES` of bodies (at least one event), and it goes out in chunks of about
+`CHUNK_BYTES`, each handed over only once the transport has drained the one before (the
+server's send waits while its write buffer is full). A reader that stops reading therefore
+holds one page of the hub's memory, never its backlog; the rest stays in the store. The
+loop reads until a page comes back empty, then waits; silence is broken by `: keep-alive`
+comments so proxies keep the connection. A member holds a bounded number of streams
+(hub/streams.py), and every stream ends when the hub shuts down.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from agentpost.core.errors import AgentpostError
 from agentpost.hub.notify import wait
 from agentpost.hub.state import Hub
+from agentpost.store.models import Member
 
 log = logging.getLogger("agentpost.hub")
 
 Page = list[tuple[int, bytes]]
+
+PAGE_EVENTS = 200
+PAGE_BYTES = 512 * 1024
+CHUNK_BYTES = 64 * 1024
+
+
+class _Stream(StreamingResponse):
+    """A streaming response that gives its member's stream slot back however it ends
+    (finished, client gone, cancelled), even when its body never started."""
+
+    def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None]) -> None:
+        super().__init__(
+            content,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
+def chunks(frames: Iterable[bytes], size: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """`frames` joined into chunks of at most `size` bytes, or one frame when it is bigger."""
+    batch: list[bytes] = []
+    held = 0
+    for f in frames:
+        if batch and held + len(f) > size:
+            yield b"".join(batch)
+            batch, held = [], 0
+        batch.append(f)
+        held += len(f)
+    if batch:
+        yield b"".join(batch)
 
 
 def sse_response(
     request: Request,
     hub: Hub,
     *,
+    member: Member,
     kind: str,
     wake_key: str,
     after: int,
-    page_size: int,
     read_page: Callable[[int], Awaitable[Page]],
     frame: Callable[[int, bytes], bytes],
 ) -> StreamingResponse:
+    """The stream of `read_page` pages past `after`; 429 `too_many_streams` when `member`
+    holds as many streams as it may."""
     keepalive = hub.config.sse_keepalive_seconds
+    release = hub.streams.take(member.id)
+    closing = hub.notifier
 
     async def frames() -> AsyncIterator[bytes]:
         position = after
@@ -43,7 +91,7 @@ def sse_response(
         gauge.inc()
         try:
             yield b": stream open\n\n"
-            while True:
+            while not closing.closed:
                 woken = hub.notifier.event(wake_key)
                 try:
                     rows = await read_page(position)
@@ -53,20 +101,17 @@ def sse_response(
                     log.info("%s stream closed: %s", kind, exc.message)
                     return
                 if rows:
-                    yield b"".join(frame(pos, body) for pos, body in rows)
+                    for chunk in chunks(frame(pos, body) for pos, body in rows):
+                        yield chunk  # the send waits here while the reader is behind
                     position = rows[-1][0]
+                    del rows
                     await asyncio.sleep(0)
                     if await request.is_disconnected():
                         return
-                if len(rows) == page_size:
-                    continue
-                if not await wait(woken, keepalive):
+                    continue  # a page may be cut by size: read until one comes back empty
+                if not await wait(woken, keepalive) and not closing.closed:
                     yield b": keep-alive\n\n"
         finally:
             gauge.dec()
 
-    return StreamingResponse(
-        frames(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return _Stream(frames(), release)
