@@ -75,7 +75,7 @@ def error_from_response(resp: httpx.Response) -> HubError:
         code, message = str(err.get("code", "hub_error")), str(err.get("message", resp.text))
     except (ValueError, AttributeError):
         err, code, message = {}, "hub_error", resp.text[:200] or resp.reason_phrase
-    if resp.status_code >= 500 or code == "idempotency_in_flight":
+    if resp.status_code >= 500 or resp.status_code == 429 or code == "idempotency_in_flight":
         return HubUnavailable(code, message, resp.status_code, err)
     return HubRefused(code, message, resp.status_code, err)
 

@@ -4,7 +4,7 @@ Hierarchy::
 
     HubError                 code, message, status, retryable
     ├── HubRefused           the hub answered 4xx: final for this request (retryable=False)
-    ├── HubUnavailable       the hub answered 5xx or 409 running: retry later (retryable=True)
+    ├── HubUnavailable       5xx, 409 running or 429 too many streams: retry later (retryable=True)
     ├── HubUnreachable       no answer at all (connect/read error, timeout): retryable=True
     └── NotConfigured        no hub URL or token to use: final until the setting is fixed
 
@@ -36,7 +36,8 @@ class HubRefused(HubError):
 
 
 class HubUnavailable(HubError):
-    """The hub is up but could not do it now (5xx, 409 `idempotency_in_flight`)."""
+    """The hub is up but could not do it now (5xx, 409 `idempotency_in_flight`, 429
+    `too_many_streams`)."""
 
     retryable = True
 
