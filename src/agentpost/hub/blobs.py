@@ -19,6 +19,8 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from agentpost.core.errors import Code, RequestError, StorageUnavailable
+from agentpost.hub import mediatypes
+from agentpost.hub.mediatypes import safe_name
 
 log = logging.getLogger("agentpost.hub.blobs")
 
@@ -167,6 +169,7 @@ class _Sink:
         self.mime: str | None = None
         self.files = 0
         self.saw_text = False
+        self.ended = False  # the closing boundary arrived
 
     def callbacks(self) -> dict[str, object]:
         return {
@@ -176,6 +179,7 @@ class _Sink:
             "on_header_end": self.header_end,
             "on_headers_finished": self.headers_finished,
             "on_part_data": self.part_data,
+            "on_end": self.end,
         }
 
     def part_begin(self) -> None:
@@ -196,13 +200,12 @@ class _Sink:
                 self.error = RequestError(
                     Code.INVALID_REQUEST, "only one `file` per upload", field="file"
                 )
-            raw = params.get(b"filename", b"").decode("utf-8", "replace")
+            raw = safe_name(params.get(b"filename", b"").decode("utf-8", "replace"))
             self.filename = os.path.basename(raw.replace("\\", "/")).strip() or "upload"
-            self.mime = (
-                self.headers.get(b"content-type", b"application/octet-stream")
-                .decode("latin-1")
-                .strip()
-            )
+            try:
+                self.mime = mediatypes.for_upload(self.headers.get(b"content-type"))
+            except RequestError as exc:
+                self.error = exc
         elif name == "text":
             self.saw_text = True
         else:
@@ -210,6 +213,9 @@ class _Sink:
                 Code.INVALID_REQUEST, f"unknown form field {name!r}", field=name
             )
         self.part = name
+
+    def end(self) -> None:
+        self.ended = True
 
     def part_data(self, data: bytes, start: int, end: int) -> None:
         if self.error is not None:
@@ -230,6 +236,13 @@ class _Sink:
                 self.error = RequestError(Code.INVALID_REQUEST, "caption is too long", field="text")
 
     def result(self) -> Upload:
+        if not self.ended:
+            # A body cut short is no upload, whatever its parts held so far (§3 Media).
+            raise RequestError(
+                Code.INVALID_REQUEST,
+                "the multipart body ends before its closing boundary; nothing was stored",
+                field="file",
+            )
         if self.files != 1 or self.filename is None or self.mime is None:
             raise RequestError(
                 Code.INVALID_REQUEST, "the upload needs one `file` field", field="file"
@@ -239,5 +252,5 @@ class _Sink:
         except UnicodeDecodeError as exc:
             raise RequestError(Code.INVALID_REQUEST, "caption is not UTF-8", field="text") from exc
         return Upload(
-            self.hasher.hexdigest(), self.size, self.filename[:255], self.mime[:255], caption
+            self.hasher.hexdigest(), self.size, self.filename[:255], self.mime, caption
         )

@@ -339,6 +339,8 @@ def _operations() -> dict[str, dict[str, Any]]:
                         "text": {"type": "string", "maxLength": 65536},
                     },
                 },
+                # Any media type (RFC 9110 §8.3.1, ASCII, at most 255 characters); a part
+                # Content-Type that is none is 400 `invalid_request` (hub/mediatypes.py).
                 "encoding": {"file": {"contentType": "application/octet-stream"}},
             }
         },
@@ -512,7 +514,20 @@ def _operations() -> dict[str, dict[str, Any]]:
                             "X-Content-SHA256": {
                                 "required": True,
                                 "schema": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-                            }
+                            },
+                            # Never sniffed, never inline, never run (hub/mediatypes.py).
+                            "X-Content-Type-Options": {
+                                "required": True,
+                                "schema": {"type": "string", "const": "nosniff"},
+                            },
+                            "Content-Disposition": {
+                                "required": True,
+                                "schema": {"type": "string", "pattern": "^attachment;"},
+                            },
+                            "Content-Security-Policy": {
+                                "required": True,
+                                "schema": {"type": "string", "pattern": "sandbox"},
+                            },
                         },
                     },
                 ),

@@ -14,8 +14,14 @@ from agentpost.core.clock import now_ms
 from agentpost.core.errors import AgentpostError, Code, RequestError
 from agentpost.core.ids import new_id
 from agentpost.core.jcs import canonical
-from agentpost.hub import auth, idempotency, posting, routing
-from agentpost.hub.decode import MAX_METADATA_DEPTH, decode_json, read_body, read_json, within_depth
+from agentpost.hub import auth, idempotency, mediatypes, posting, routing
+from agentpost.hub.decode import (
+    MAX_METADATA_DEPTH,
+    decode_json,
+    read_body,
+    read_json,
+    within_depth,
+)
 from agentpost.hub.errors import json_response
 from agentpost.hub.idempotency import Answer, Created
 from agentpost.hub.routes.rooms import visible_room
@@ -207,6 +213,11 @@ async def get_media(request: Request) -> Response:
 
     row = await hub.engine.read(read)
     path = hub.blobs.path_of(row.sha256)
+    # Always an attachment, never sniffed, never run (hub/mediatypes.py).
     return FileResponse(
-        path, media_type=row.mime_type, filename=row.name, headers={"X-Content-SHA256": row.sha256}
+        path,
+        media_type=mediatypes.for_download(row.mime_type),
+        filename=row.name,
+        headers={"X-Content-SHA256": row.sha256, **mediatypes.DOWNLOAD_HEADERS},
+        content_disposition_type="attachment",
     )
