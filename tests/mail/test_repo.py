@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from agentpost.mail.errors import InvalidName, NotARepo
-from agentpost.mail.repo import check_name, find_repo, machine_name
+from agentpost.mail.identity import FROM_ENV, FROM_HOST, Asked
+from agentpost.mail.repo import check_name, find_repo
 
 
 def test_worktrees_of_one_clone_share_the_common_dir(tmp_path: Path) -> None:
@@ -37,4 +38,6 @@ def test_unsafe_names_are_refused(bad: str) -> None:
 
 def test_machine_name_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTPOST_MACHINE", "laptop-1.home")
-    assert machine_name() == "laptop-1.home"
+    assert Asked.from_env() == Asked("laptop-1.home", FROM_ENV)
+    monkeypatch.delenv("AGENTPOST_MACHINE")
+    assert Asked.from_env().source == FROM_HOST

@@ -20,16 +20,17 @@ from agentpost.mail.commands import SendResult, compact, join, outbox, read_inbo
 from agentpost.mail.context import MailContext
 from agentpost.mail.errors import InvalidBody, MailError
 from agentpost.mail.hooks import EVENTS, run_hook
+from agentpost.mail.rename import forget, rename_machine
 from agentpost.mail.repair import repair
 from agentpost.mail.sync import sync
 
 T = TypeVar("T")
 
 
-def _run(as_json: bool, action: Callable[[MailContext], T]) -> T:
+def _run(as_json: bool, action: Callable[[MailContext], T], *, check_machine: bool = True) -> T:
     """Run `action`; a MailError becomes the §7 error body (or a line) and its exit code."""
     try:
-        return action(MailContext.discover())
+        return action(MailContext.discover(check_machine=check_machine))
     except MailError as exc:
         if as_json:
             click.echo(json.dumps(exc.to_json()))
@@ -67,7 +68,7 @@ def join_cmd(name: str, as_json: bool) -> None:
 
 
 @mail.command("send")
-@click.option("--to", "to_name", required=True, help="The recipient session's name.")
+@click.option("--to", "to_name", required=True, help="The recipient: NAME or NAME@MACHINE.")
 @click.option("--instance-id", default=None, help="Pick one session when the name is ambiguous.")
 @click.option("--text", default=None, help="The message body.")
 @click.option(
@@ -195,6 +196,38 @@ def repair_cmd(as_json: bool) -> None:
         f"kept {report.lines_kept}; recovered {report.recovered_sends} sent note(s) and "
         f"{report.recovered_sessions} session(s) from this machine's refs"
     )
+
+
+@mail.command("rename-machine")
+@click.argument("new")
+@click.option(
+    "--force", is_flag=True, help="Rename even with unacknowledged notes (they are withdrawn)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def rename_machine_cmd(new: str, force: bool, as_json: bool) -> None:
+    """Rename this clone's mail machine on purpose: refs move to NEW, the old ones go."""
+    # The environment may already name NEW: the one command that must not refuse that.
+    result = _run(as_json, lambda ctx: rename_machine(ctx, new, force=force), check_machine=False)
+    if as_json:
+        _emit(result.to_json())
+        return
+    click.echo(f"this clone is now mail machine {result.machine} (was {result.former})")
+    click.echo(f"set AGENTPOST_MACHINE={result.machine} wherever it was {result.former}")
+
+
+@mail.command("forget")
+@click.argument("machine")
+@click.option("--unpin", is_flag=True, help="Also drop its pinned key (a new one is trusted on sight).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def forget_cmd(machine: str, unpin: bool, as_json: bool) -> None:
+    """Drop a stale peer: no longer offered as a recipient; its refs removed where safe."""
+    result = _run(as_json, lambda ctx: forget(ctx, machine, unpin=unpin))
+    if as_json:
+        _emit(result.to_json())
+        return
+    click.echo(f"forgot {result.machine}; removed from the remote: {', '.join(result.removed) or 'nothing'}")
+    for kept in result.kept:
+        click.echo(f"kept {kept['ref']}: {kept['reason']}")
 
 
 @mail.command("trust")

@@ -18,7 +18,7 @@ from agentpost.core.ids import new_id
 from agentpost.core.jcs import canonical
 from agentpost.core.thread_key import InvalidKey, check_key
 from agentpost.mail import clock
-from agentpost.mail.address import resolve
+from agentpost.mail.address import parse_recipient, resolve
 from agentpost.mail.clock import format_ts
 from agentpost.mail.context import MailContext
 from agentpost.mail.envelope import Address, RawEnvelope, new_envelope, sign
@@ -125,12 +125,13 @@ def send(
             prior = state.send_key(sender.instance_id, idempotency_key, now)
             if prior is not None:
                 return _replay(ctx, state, view, now, prior, fingerprint)
-        target = resolve(to_name, instance_id, ctx.machine, state, view)
-        if target is None:
+        name, on = parse_recipient(to_name)
+        target = resolve(name, instance_id, ctx.machine, state, view, on)
+        if target is None and on != ctx.machine:
             # Not known here yet: fetch presence once, then decide (DESIGN.md §7).
             ctx.git.fetch(ctx.remote)
             view = read_view(ctx.git, ctx.remote)
-            target = resolve(to_name, instance_id, ctx.machine, state, view)
+            target = resolve(name, instance_id, ctx.machine, state, view, on)
         if target is None:
             who = f"{to_name} (instance {instance_id})" if instance_id else to_name
             raise UnknownRecipient(f"no session named {who} here, in presence, or among senders")

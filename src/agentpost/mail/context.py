@@ -9,25 +9,61 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentpost.mail.errors import NotJoined
-from agentpost.mail.git import Git
+from agentpost.mail.errors import MachineChanged, NotJoined
+from agentpost.mail.git import OWN_PREFIX, Git
+from agentpost.mail.identity import identity_path, load_identity, resolve_machine
 from agentpost.mail.inbox import Inbox
 from agentpost.mail.keys import MachineKey, load_or_create_key
 from agentpost.mail.log import Join, MailLog
-from agentpost.mail.repo import MailPaths, Repo, find_repo, instance_from_env, machine_name
+from agentpost.mail.repo import MailPaths, Repo, find_repo, instance_from_env
 from agentpost.mail.state import MailState
 
 
 @dataclass
 class MailContext:
     repo: Repo
-    machine: str
+    _machine: str | None = field(default=None, repr=False)
     _git: Git | None = field(default=None, repr=False)
     _remote: str | None = field(default=None, repr=False)
 
     @classmethod
-    def discover(cls, start: Path | None = None) -> MailContext:
-        return cls(find_repo(start), machine_name())
+    def discover(cls, start: Path | None = None, *, check_machine: bool = True) -> MailContext:
+        """The context of the repository at `start`; once this clone remembers its machine
+        name, an environment naming another is refused here, for every command alike."""
+        ctx = cls(find_repo(start))
+        if check_machine and identity_path(ctx.paths).exists():
+            ctx.machine  # noqa: B018 - resolving is the check
+        return ctx
+
+    @property
+    def machine(self) -> str:
+        """This clone's machine name, remembered at first use (identity.py)."""
+        if self._machine is None:
+            self._machine = resolve_machine(self.paths, self._own_presence)
+        return self._machine
+
+    def remembered_machine(self) -> str:
+        """The remembered name, whatever the environment says (for `rename-machine`)."""
+        try:
+            return self.machine
+        except MachineChanged:
+            ident = load_identity(self.paths)  # saved before the refusal, on an upgrade too
+            if ident is None:
+                raise
+            return ident.machine
+
+    def adopt_machine(self, name: str) -> None:
+        """After a rename: act as `name` from now on."""
+        self._machine = name
+
+    def own_names(self) -> set[str]:
+        """This clone's name and the ones it published under before a rename."""
+        ident = load_identity(self.paths)
+        return {self.machine, *(ident.former if ident else [])}
+
+    def _own_presence(self) -> list[str]:
+        prefix = f"{OWN_PREFIX}/presence/"
+        return [ref.name.removeprefix(prefix) for ref in self.git.list_refs(prefix)]
 
     @property
     def paths(self) -> MailPaths:

@@ -6,6 +6,9 @@ MailError                      code                 exit
  ├── InvalidName               invalid_name         1   choose a ref-safe machine or session name
  ├── InvalidClock              invalid_clock        1   fix AGENTPOST_MAIL_NOW
  ├── NotJoined                 not_joined           1   run `agentpost mail join --name NAME`
+ ├── MachineChanged            machine_changed      1   set AGENTPOST_MACHINE back, or `mail rename-machine NEW`
+ ├── MachineNameTaken          machine_name_taken   1   another machine publishes under that name; pick another
+ ├── RenameBlocked             rename_blocked       1   wait for acks (`mail sync`), or `--force`
  ├── UnknownRecipient          unknown_recipient    1   check the name; the peer must have joined
  ├── AmbiguousRecipient        ambiguous_recipient  1   pass --instance-id
  ├── InvalidBody               invalid_body         1   send a non-empty body under the size cap
@@ -59,6 +62,18 @@ class InvalidClock(MailError):
 
 class NotJoined(MailError):
     code = "not_joined"
+
+
+class MachineChanged(MailError):
+    code = "machine_changed"
+
+
+class MachineNameTaken(MailError):
+    code = "machine_name_taken"
+
+
+class RenameBlocked(MailError):
+    code = "rename_blocked"
 
 
 class UnknownRecipient(MailError):

@@ -117,9 +117,10 @@ class Git:
         if proc.returncode != 0:
             raise RemoteUnreachable(f"cannot fetch from {remote}: {_tail(proc.stderr)}")
 
-    def push(self, remote: str, refs: list[str]) -> PushResult:
-        """Force-push our own refs (they are replaced by design); report, never raise on refusal."""
-        specs = [f"+{ref}:{ref}" for ref in refs]
+    def push(self, remote: str, refs: list[str], delete: list[str] | None = None) -> PushResult:
+        """Force-push our own refs (they are replaced by design) and delete `delete` on the
+        remote, in one push; report, never raise on refusal."""
+        specs = [f"+{ref}:{ref}" for ref in refs] + [f":{ref}" for ref in delete or []]
         try:
             proc = self._spawn(("push", "--quiet", "--porcelain", remote, *specs), None)
         except RemoteUnreachable as exc:
@@ -147,6 +148,10 @@ class Git:
 
     def update_ref(self, ref: str, sha: str) -> None:
         self.run("update-ref", ref, sha)
+
+    def delete_ref(self, ref: str) -> None:
+        """Delete a local ref; one that does not exist is already gone."""
+        self.run("update-ref", "-d", ref)
 
     def list_refs(self, prefix: str) -> list[RefObject]:
         """Refs under `prefix` with object type and size, read without loading any object."""

@@ -109,6 +109,10 @@ def render(name: str, messages: list[InboxMessage]) -> str:
             f"- from {sender.get('name')}@{sender.get('machine')} at {msg.sent_at} (id {msg.id}):"
         )
         lines.extend(f"    {line}" for line in msg.body.splitlines() or [""])
-    first = messages[0].sender.get("name")
-    lines.append(f"Reply with: agentpost mail send --to {first} --text '...'")
+    first = messages[0].sender
+    # NAME@MACHINE, the form that stays unambiguous when the name is on two machines.
+    lines.append(
+        f"Reply with: agentpost mail send --to {first.get('name')}@{first.get('machine')} "
+        "--text '...'"
+    )
     return "\n".join(lines) + "\n"

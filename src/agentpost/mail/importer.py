@@ -7,7 +7,7 @@ everything else refused is reported by `mail sync` with its reason and stays una
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -55,12 +55,17 @@ def judge(
     state: MailState,
     changed_keys: set[str],
     now: datetime,
+    former: Collection[str] = (),
 ) -> Verdict:
-    """Accept, skip or refuse `raw`, found in the mail ref of `ref_machine`."""
+    """Accept, skip or refuse `raw`, found in the mail ref of `ref_machine`.
+
+    `former` are this clone's names before a `rename-machine`: notes addressed to them
+    are still ours (senders learn the new name from presence at their next sync).
+    """
     if not isinstance(raw, dict):
         return Verdict(REFUSE, MALFORMED)
     to = raw.get("to")
-    if not isinstance(to, dict) or to.get("machine") != me:
+    if not isinstance(to, dict) or (to.get("machine") != me and to.get("machine") not in former):
         # Addressed elsewhere: other machines' mail shares the ref; not ours to judge.
         return Verdict(SKIP) if isinstance(to, dict) else Verdict(REFUSE, MALFORMED)
     try:

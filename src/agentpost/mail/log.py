@@ -108,7 +108,15 @@ class Pinned(msgspec.Struct, tag="pinned", tag_field="t", frozen=True):
     at: str
 
 
-Record = Join | Sent | Acked | Expired | Imported | Retired | Pinned | SendKey
+class Forgotten(msgspec.Struct, tag="forgotten", tag_field="t", frozen=True):
+    """`mail forget MACHINE`: addressing stops offering it; `unpinned` dropped its key too."""
+
+    machine: str
+    at: str
+    unpinned: bool = False
+
+
+Record = Join | Sent | Acked | Expired | Imported | Retired | Pinned | SendKey | Forgotten
 
 REPAIR_HINT = "run `agentpost mail repair` to set unreadable lines aside"
 

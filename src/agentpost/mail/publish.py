@@ -77,6 +77,7 @@ def publish(
     # A machine that never had anything to say publishes no mail ref at all.
     if mail.outbox or mail.acks or shown_mail is not None:
         docs.append((mail_ref(ctx.machine), mail, shown_mail))
+    stale = _former_refs(ctx, view, key)
     for ref, doc, shown in docs:
         same = isinstance(shown, type(doc)) and content_digest(shown) == content_digest(doc)
         if isinstance(doc, MailDoc) and not view.mail_signed_by(ctx.machine, key.public_b64):
@@ -87,14 +88,16 @@ def publish(
         sha = ctx.git.write_document(message, sign_document(key, message))
         ctx.git.update_ref(ref, sha)
         changed[ref] = sha
-    if not changed:
+    if not changed and not stale:
         return PublishOutcome(False, False, "")
-    result = ctx.git.push(remote, list(changed))
+    result = ctx.git.push(remote, list(changed), delete=stale)
     marks = load_marks(ctx.paths.state)
     marks.push_pending = not result.ok
     if result.ok:
         marks.published_at = stamp(now)
         _remember_pushed(ctx.git, remote, changed)
+        for ref in stale:
+            ctx.git.delete_ref(tracking_ref(remote, ref))
     else:
         print(
             f"agentpost mail: not published, queued for the next sync: {result.detail}",
@@ -102,6 +105,23 @@ def publish(
         )
     save_marks(ctx.paths.state, marks)
     return PublishOutcome(result.ok and mail_ref(ctx.machine) in changed, True, result.detail)
+
+
+def _former_refs(ctx: MailContext, view: RemoteView, key: MachineKey) -> list[str]:
+    """Refs the remote still shows under this clone's former names, provably ours.
+
+    A rename deletes them in its own push; if that push failed, every later publish
+    tries again. A ref under a former name that carries another key is someone else's
+    now and is left alone.
+    """
+    stale: list[str] = []
+    for name in sorted(ctx.own_names() - {ctx.machine}):
+        presence = view.presence.get(name)
+        if isinstance(presence, PresenceDoc) and presence.public_key == key.public_b64:
+            stale.append(presence_ref(name))
+        if view.mail_signed_by(name, key.public_b64):
+            stale.append(mail_ref(name))
+    return stale
 
 
 def _remember_pushed(git: Git, remote: str, pushed: dict[str, str]) -> None:

@@ -2,14 +2,14 @@
 
 Finding the repository is pure file reading (no git process), so a hook in a repo
 that never used mail costs no git work (DESIGN.md §7). The machine name and the
-session instance come from the environment, read here only.
+session instance come from the environment (the machine name through identity.py,
+which remembers it).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,12 +109,6 @@ def _repo_from_git(start: Path) -> Repo:
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
         raise NotARepo(f"{start} is not inside a git repository") from exc
     return Repo(start, Path(out.stdout.decode().strip()))
-
-
-def machine_name() -> str:
-    """This machine's name: `AGENTPOST_MACHINE`, else the host name (DESIGN.md §7)."""
-    name = os.environ.get(MACHINE_ENV) or socket.gethostname()
-    return check_name(name, "machine")
 
 
 def check_name(name: str, what: str) -> str:

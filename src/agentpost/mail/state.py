@@ -18,6 +18,7 @@ from agentpost.mail.limits import MESSAGE_TTL
 from agentpost.mail.log import (
     Acked,
     Expired,
+    Forgotten,
     Imported,
     Join,
     Pinned,
@@ -43,6 +44,7 @@ class MailState:
     pins: dict[str, Pinned] = field(default_factory=dict)
     # `mail send --idempotency-key`: (sending instance, key) → what that send was.
     send_keys: dict[tuple[str, str], SendKey] = field(default_factory=dict)
+    forgotten: dict[str, Forgotten] = field(default_factory=dict)
 
     @classmethod
     def from_records(cls, records: list[Record]) -> MailState:
@@ -62,6 +64,10 @@ class MailState:
                 self.send_keys[(keyed.instance_id, keyed.key)] = keyed
         elif isinstance(rec, SendKey):
             self.send_keys[(rec.instance_id, rec.key)] = rec
+        elif isinstance(rec, Forgotten):
+            self.forgotten[rec.machine] = rec
+            if rec.unpinned:
+                self.pins.pop(rec.machine, None)
         elif isinstance(rec, Acked):
             self.acked[rec.id] = rec
         elif isinstance(rec, Expired):
@@ -159,7 +165,9 @@ class MailState:
 
     def needed_records(self, now: datetime) -> list[Record]:
         """Compaction keeps: sessions, pins, the outbox, imports and send keys in force."""
-        keep: list[Record] = [*self.instances.values(), *self.pins.values()]
+        # Forgotten before pins: an unpinning must not undo a pin taken after it.
+        keep: list[Record] = [*self.forgotten.values()]
+        keep.extend([*self.instances.values(), *self.pins.values()])
         pending = {str(env["id"]) for env in self.pending(now)}
         keep.extend(rec for msg_id, rec in self.sent.items() if msg_id in pending)
         for (instance_id, send_key), keyed in self.send_keys.items():

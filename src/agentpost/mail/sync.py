@@ -108,7 +108,10 @@ def _pin_keys(
 ) -> set[str]:
     """Pin keys seen for the first time; return machines whose key changed since pinning."""
     changed: set[str] = set()
+    own = ctx.own_names()
     for machine, doc in view.valid_presence().items():
+        if machine in own and machine != ctx.machine and doc.public_key == ctx.key().public_b64:
+            continue  # our own name before a rename, not yet deleted from the remote
         if machine == ctx.machine:
             if doc.public_key != ctx.key().public_b64:
                 print(
@@ -143,15 +146,16 @@ def _import(
     report: SyncReport,
 ) -> None:
     inboxes: dict[str, Inbox] = {}
+    own = ctx.own_names()
     for machine, doc in sorted(view.mail.items()):
-        if machine == ctx.machine:
+        if machine in own:
             continue
         if isinstance(doc, DocumentError):
             report.refused.append({"id": None, "machine": machine, "reason": doc.reason})
             continue
         repeated = repeated_ids(doc.outbox)
         for pos, raw in enumerate(doc.outbox):
-            verdict = judge(raw, machine, ctx.machine, state, changed_keys, now)
+            verdict = judge(raw, machine, ctx.machine, state, changed_keys, now, own)
             if pos in repeated and not (verdict.action == SKIP and verdict.envelope is None):
                 verdict = Verdict(REFUSE, DUPLICATE_ID)  # addressed here, offered twice
             env = verdict.envelope
@@ -227,9 +231,10 @@ def _trusted_mail_docs(
     stops a forged ref from making us drop a message nobody received (DESIGN.md §7).
     """
     trusted: dict[str, MailDoc] = {}
+    own = ctx.own_names()
     for machine, doc in view.mail.items():
         pin = state.pins.get(machine)
-        if machine == ctx.machine or not isinstance(doc, MailDoc) or pin is None:
+        if machine in own or not isinstance(doc, MailDoc) or pin is None:
             continue
         if machine in changed_keys:
             continue  # already refused loudly, envelope by envelope
@@ -253,14 +258,33 @@ def _take_acks(
     acks_of: dict[str, set[str]] = {}
     for envelope in state.pending(now):
         to_machine = envelope["to"]["machine"]
-        doc = trusted.get(to_machine)
-        # Only the recipient machine's own signed ref can acknowledge a message to it, and
-        # only under our machine's name: an ack of another machine's note with the same
+        if to_machine not in acks_of:
+            # Only the recipient machine's own signed ref can acknowledge a message to it
+            # (or, after a rename, the ref signed by the same pinned key).
+            docs = [trusted.get(to_machine), _renamed_to(to_machine, state, trusted)]
+            acks_of[to_machine] = {a for doc in docs if doc is not None for a in doc.acks}
+        # Only under our machine's name: an ack of another machine's note with the same
         # id is not ours (DESIGN.md §7).
         entry = ack_entry(str(envelope["from"]["machine"]), str(envelope["id"]))
-        if doc is not None and entry in acks_of.setdefault(to_machine, set(doc.acks)):
+        if entry in acks_of[to_machine]:
             records.append(Acked(envelope["id"], to_machine, format_ts(now)))
             report.acked += 1
+
+
+def _renamed_to(machine: str, state: MailState, trusted: dict[str, MailDoc]) -> MailDoc | None:
+    """The signed ref of the machine `machine` became by `mail rename-machine`, if any.
+
+    A rename keeps the machine key, so the ref signed by the key pinned for `machine`
+    speaks for it: its acks of our notes to `machine` count, and nothing else can sign it.
+    """
+    pin = state.pins.get(machine)
+    if pin is None:
+        return None
+    for other, doc in trusted.items():
+        other_pin = state.pins.get(other)
+        if other != machine and other_pin is not None and other_pin.public_key == pin.public_key:
+            return doc
+    return None
 
 
 def _retire_acks(
@@ -270,7 +294,7 @@ def _retire_acks(
     offered: dict[str, set[object]] = {}
     for sender, msg_id in state.acks(now):
         imp = state.imported[(sender, msg_id)]
-        doc = trusted.get(sender)
+        doc = trusted.get(sender) or _renamed_to(sender, state, trusted)
         if doc is None:
             continue
         try:
