@@ -2,15 +2,18 @@
 renamed into the content-addressed store `<blobs>/<aa>/<sha256>` (DESIGN.md §3 Media).
 
 The blob is durable (fsync'd file and directory) before the row that names it commits.
-A disk that is full or read-only is `StorageUnavailable` (503), and no temp file is left.
+A disk that is full or read-only is `StorageUnavailable` (503), and no temp file is left;
+temp files of a hub killed mid-upload are swept when a hub starts (`sweep_temp_files`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,9 @@ from agentpost.hub.mediatypes import safe_name
 log = logging.getLogger("agentpost.hub.blobs")
 
 _MAX_CAPTION = 65536
+TEMP_PREFIX = "up-"
+STAGING_PREFIX = ".up-"
+STAGING_MAX_AGE_SECONDS = 3600
 
 
 def _unavailable(what: str, exc: OSError) -> StorageUnavailable:
@@ -85,6 +91,9 @@ class BlobStore:
         self.root = root
         self.tmp = root / "tmp"
         self.tmp.mkdir(parents=True, exist_ok=True)
+        swept = sweep_temp_files(self.tmp)
+        if swept:
+            log.info("removed %d upload temp files left by a hub that died mid-upload", swept)
 
     def path_of(self, sha256: str) -> Path:
         return self.root / sha256[:2] / sha256
@@ -109,8 +118,9 @@ class BlobStore:
 
     async def receive(
         self, content_type: str, stream: AsyncIterator[bytes], max_bytes: int
-    ) -> tuple[Upload, Path]:
-        """Parse a multipart body with fields `file` (required) and `text` (optional)."""
+    ) -> Upload:
+        """Parse a multipart body with fields `file` (required) and `text` (optional), and
+        put the file into the store (durable before this returns)."""
         ctype, params = parse_options_header(content_type)
         boundary = params.get(b"boundary")
         if ctype != b"multipart/form-data" or not boundary:
@@ -118,11 +128,10 @@ class BlobStore:
                 Code.INVALID_REQUEST, "expected multipart/form-data with a `file` field"
             )
         try:
-            fd, name = tempfile.mkstemp(dir=self.tmp, prefix="up-")
+            fd, tmp_path = self._new_temp_file()
         except OSError as exc:
             await _drain(stream, max_bytes + 65536)
             raise _unavailable("cannot create an upload temp file", exc) from exc
-        tmp_path = Path(name)
         sink = _Sink(os.fdopen(fd, "wb"), max_bytes)
         try:
             parser = MultipartParser(boundary, sink.callbacks())
@@ -144,11 +153,64 @@ class BlobStore:
             _discard(sink.out, tmp_path)
             raise
         try:
-            sink.out.close()
+            # Still open, so still locked: no other hub's start-up sweep can take it.
+            self.commit(tmp_path, upload.sha256)
+        finally:
+            try:
+                sink.out.close()
+            except OSError as exc:  # flushed and fsync'd already: nothing is lost
+                log.warning("closing upload temp file %s failed: %s", tmp_path, exc)
+        return upload
+
+    def _new_temp_file(self) -> tuple[int, Path]:
+        """A temp file for one upload, locked (`flock`) for as long as it is open, so a
+        sweep knows it from one whose writer died. Made under a name sweeps ignore and
+        renamed once locked: a sweep never sees it unlocked."""
+        fd, name = tempfile.mkstemp(dir=self.tmp, prefix=STAGING_PREFIX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            tmp_path = self.tmp / (TEMP_PREFIX + Path(name).name[len(STAGING_PREFIX) :])
+            os.rename(name, tmp_path)
+        except OSError:
+            os.close(fd)
+            _remove(Path(name))
+            raise
+        return fd, tmp_path
+
+
+def sweep_temp_files(tmp: Path, now: float | None = None) -> int:
+    """Remove the upload temp files whose writer is gone (killed mid-upload); the number
+    removed. A writer holds its file's `flock` until it is done, and the kernel drops the
+    lock of a killed process, so a file we can lock is nobody's: on a blob dir shared by
+    several hub processes (PostgreSQL, §8) a live hub's upload in progress is left alone.
+    A staging file (a writer died between making and locking it) goes once an hour old."""
+    removed = 0
+    for path in tmp.glob(TEMP_PREFIX + "*"):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue  # gone already (another hub's sweep), or no plain file of ours
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # a live writer holds it
+        try:
+            path.unlink(missing_ok=True)
+            removed += 1
         except OSError as exc:
-            _discard(sink.out, tmp_path)
-            raise _unavailable("cannot write an upload temp file", exc) from exc
-        return upload, tmp_path
+            log.error("cannot remove upload temp file %s: %s; it stays behind", path, exc)
+        finally:
+            os.close(fd)
+    cutoff = (time.time() if now is None else now) - STAGING_MAX_AGE_SECONDS
+    for path in tmp.glob(STAGING_PREFIX + "*"):
+        try:
+            if path.lstat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
 
 
 class _Sink:

@@ -167,10 +167,7 @@ async def post_media(request: Request) -> Response:
     cap = hub.config.max_upload_bytes
     if declared is not None and declared.isdigit() and int(declared) > cap + 65536:
         raise RequestError(Code.PAYLOAD_TOO_LARGE, f"file is over {cap} bytes")
-    upload, tmp_path = await hub.blobs.receive(
-        request.headers.get("content-type", ""), request.stream(), cap
-    )
-    hub.blobs.commit(tmp_path, upload.sha256)
+    upload = await hub.blobs.receive(request.headers.get("content-type", ""), request.stream(), cap)
     normalized = {
         "name": upload.name,
         "mime_type": upload.mime_type,
