@@ -95,17 +95,22 @@ def test_never_reading_streams_keep_hub_memory_bounded_and_posts_fast(
                 json={"text": f"@bot big {i}", "metadata": {"blob": BIG}},
             )
             assert r.status_code == 201, r.text
+    # Peak resident size from here on only (writing 5 to clear_refs resets VmHWM).
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
     before_kb = proc_status_kb(pid, "VmRSS")
-    streams = len(MEMBERS) * READERS_PER_MEMBER + READERS_PER_MEMBER
+    streams = len(MEMBERS) * READERS_PER_MEMBER + READERS_PER_MEMBER + 1
+    room_path = f"/v1/rooms/{setup.room}/stream"
     with contextlib.ExitStack() as stack:
         for name in MEMBERS:
-            room_path = f"/v1/rooms/{setup.room}/stream"
             stack.enter_context(
                 never_reading(hub, room_path, setup.tokens[name], READERS_PER_MEMBER)
             )
         stack.enter_context(
             never_reading(hub, "/v1/inbox/stream", setup.tokens["bot"], READERS_PER_MEMBER)
         )
+        # One more that stops reading after the headers, and reads everything at the end.
+        late = stack.enter_context(hub.client(setup.tokens["carol"], timeout=60))
+        paused = stack.enter_context(late.stream("GET", room_path))
         poll(lambda: open_streams(hub) >= streams, timeout=60)
         with hub.client(setup.tokens["alice"], timeout=60) as c:
             # While every reader sits on its full buffer, ordinary posts stay fast; each post
@@ -113,8 +118,15 @@ def test_never_reading_streams_keep_hub_memory_bounded_and_posts_fast(
             slowest = max(timed_post(c, setup.room, f"ordinary {i}") for i in range(10))
             peak_kb = proc_status_kb(pid, "VmHWM")
             assert open_streams(hub) == streams  # the readers are still there, still stuck
+        # Held back, not lost: the paused reader gets every event, in order, once it reads.
+        seqs = []
+        for line in paused.iter_lines():
+            if line.startswith("id: "):
+                seqs.append(int(line[4:]))
+                if len(seqs) == EVENTS + 10:
+                    break
+        assert seqs == list(range(1, EVENTS + 11))
     growth_mb = (peak_kb - before_kb) / 1024
     seen = f"peak RSS grew {growth_mb:.0f} MB, slowest post {slowest:.2f} s"
     assert growth_mb < RSS_GROWTH_BOUND_MB, seen
     assert slowest < POST_BOUND_S, seen
-
