@@ -152,6 +152,34 @@ def test_a_removal_through_another_hub_process_refuses_the_waiting_poll(
     assert took[0] < 20
 
 
+def test_a_removed_members_streams_end_at_once_without_another_event(setup: Setup) -> None:
+    ended: list[str] = []
+    with setup.hub.client(setup.tokens["bot"], timeout=10) as bot:
+        with (
+            bot.stream("GET", f"/v1/rooms/{setup.room}/stream") as room_stream,
+            bot.stream("GET", "/v1/inbox/stream") as inbox_stream,
+        ):
+            poll(lambda: _open(setup.hub, "room") == 1 and _open(setup.hub, "inbox") == 1)
+            with setup.hub.client(setup.hub.admin_token) as admin:
+                assert admin.delete("/v1/admin/workspaces/acme/members/bot").status_code == 200
+            for name, resp in (("room", room_stream), ("inbox", inbox_stream)):
+                deadline = time.monotonic() + 5
+                for _ in resp.iter_lines():  # keep-alives every 0.5 s keep a live one going
+                    if time.monotonic() > deadline:
+                        break
+                else:
+                    ended.append(name)
+    assert ended == ["room", "inbox"]
+
+
+def _open(hub: HubProcess, kind: str) -> float:
+    with hub.client() as c:
+        for line in c.get("/metrics").text.splitlines():
+            if line.startswith(f'agentpost_open_streams{{kind="{kind}"}}'):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def _inbox_polls(hub: HubProcess) -> float:
     with hub.client() as c:
         for line in c.get("/metrics").text.splitlines():

@@ -11,10 +11,10 @@ from agentpost.core.ids import new_token, token_hash
 from agentpost.hub import auth
 from agentpost.hub.decode import read_json
 from agentpost.hub.errors import json_response
-from agentpost.hub.notify import inbox_key
+from agentpost.hub.notify import inbox_key, room_key
 from agentpost.hub.schemas import MemberIn, MemberOut, WorkspaceIn
 from agentpost.hub.state import hub_of
-from agentpost.store import members
+from agentpost.store import members, rooms
 from agentpost.store.engine import Tx
 from agentpost.store.models import Member
 
@@ -92,8 +92,11 @@ async def remove_member(request: Request) -> Response:
         m = members.member_by_name(tx, ws.id, name)
         if m is None:
             raise RequestError(Code.MEMBER_NOT_FOUND, f"no member {name!r} in {ws_name!r}")
+        its_rooms = rooms.rooms_of_member(tx, m.id)  # before a hard removal drops them
         members.remove_member(tx, m.id, hard)
-        tx.notify(inbox_key(m.id))  # its long polls and inbox streams wake and end now
+        # Its streams and long polls wake, see the removal and end now, not at the next event.
+        for key in [inbox_key(m.id), *(room_key(r.id) for r in its_rooms)]:
+            tx.notify(key)
         return m
 
     m = await hub.engine.write(remove)
