@@ -107,6 +107,12 @@ include-name = ["POST /v1/admin/workspaces/{{ws}}/members", "POST /v1/workspaces
                 "PATCH /v1/rooms/{{room}}"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409"]
 
+# Multipart fields are text on the wire: a "number" the fuzzer puts in `text` or `file`
+# arrives as the string it is, which the route rightly takes.
+[[operations]]
+include-name = "POST /v1/rooms/{{room}}/media"
+checks.negative_data_rejection.enabled = false
+
 # An idle event stream only ends when the client stops reading.
 [[operations]]
 include-path-regex = "/stream$"

@@ -33,7 +33,7 @@ from agentpost.hub.errors import (
 from agentpost.hub.idempotency import Idempotency
 from agentpost.hub.metrics import HubMetrics
 from agentpost.hub.notify import Notifier
-from agentpost.hub.routes import admin, events, inbox, messages, meta, rooms, threads
+from agentpost.hub.routes import admin, events, inbox, messages, meta, rooms, threads, web
 from agentpost.hub.routing.router import LlmSettings
 from agentpost.hub.state import Hub
 from agentpost.hub.streams import StreamSlots
@@ -66,6 +66,7 @@ ROUTES = [
     Route("/v1/rooms/{room}/sends", threads.send_state, methods=["GET"]),
     Route("/v1/rooms/{room}/events", events.list_events, methods=["GET"]),
     Route("/v1/rooms/{room}/stream", events.stream, methods=["GET"]),
+    Route("/v1/rooms/{room}/stream-ticket", events.stream_ticket, methods=["POST"]),
     Route("/v1/media/{media}", messages.get_media, methods=["GET"]),
     Route("/v1/inbox", inbox.get_inbox, methods=["GET"]),
     Route("/v1/inbox/stream", inbox.inbox_stream, methods=["GET"]),
@@ -73,6 +74,8 @@ ROUTES = [
     Route("/v1/me", inbox.me, methods=["GET"]),
     Route("/v1/workspaces/{ws}/members/{name}", inbox.get_member, methods=["GET"]),
     Route("/v1/rooms/{room}/cancel", messages.cancel, methods=["POST"]),
+    Route("/", web.index, methods=["GET"]),
+    Route("/web/{asset}", web.asset, methods=["GET"]),
 ]
 
 

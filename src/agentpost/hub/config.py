@@ -32,6 +32,10 @@ class HubConfig:
     max_streams_per_member: int = field(
         default_factory=lambda: int(os.environ.get("AGENTPOST_MAX_STREAMS", "16"))
     )
+    # A browser's stream ticket opens its room's stream only this soon (§9).
+    stream_ticket_seconds: float = field(
+        default_factory=lambda: float(os.environ.get("AGENTPOST_STREAM_TICKET_SECONDS", "60"))
+    )
 
     blobs_dir: Path | None = None
 

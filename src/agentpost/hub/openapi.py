@@ -105,6 +105,12 @@ class Me(msgspec.Struct):
     inbox_cursor: int
 
 
+class StreamTicket(msgspec.Struct):
+    ticket: str
+    expires_at: str
+    stream_url: str
+
+
 class Health(msgspec.Struct):
     status: Literal["ok"]
 
@@ -175,6 +181,7 @@ _STRUCTS: list[type[msgspec.Struct]] = [
     Health,
     Capabilities,
     ErrorBody,
+    StreamTicket,
 ]
 _STRUCTS += [ThreadIn, ThreadOut, SendReply]  # threads (DESIGN.md §5)
 _STRUCTS += [CancelIn, MemberReply]  # connect (DESIGN.md §6)
@@ -184,6 +191,7 @@ SSE = "text/event-stream"
 MEMBER = [{"memberToken": []}]
 ADMIN = [{"adminToken": []}]
 MEMBER_OR_ADMIN = [{"memberToken": []}, {"adminToken": []}]
+MEMBER_OR_TICKET = [{"memberToken": []}, {"streamTicket": []}]
 INT64_MAX = 2**63 - 1
 
 # Refusals most routes share, by what the route does.
@@ -272,6 +280,16 @@ IDEMPOTENCY_STATUS = {
     idempotency.STATUS_HEADER: {
         "description": "with an Idempotency-Key: `created` first, `replayed` after",
         "schema": {"type": "string", "enum": [idempotency.CREATED, idempotency.REPLAYED]},
+    }
+}
+
+
+NO_STORE = {"Cache-Control": {"description": "`no-store`", "schema": {"type": "string"}}}
+PAGE_HEADERS = {
+    "Content-Security-Policy": {
+        "description": "no inline script or style; nothing from elsewhere",
+        "required": True,
+        "schema": {"type": "string"},
     }
 }
 
@@ -499,8 +517,17 @@ def _operations() -> dict[str, dict[str, Any]]:
                 "room_stream",
                 (200, _sse("event", "Event", "= the event's `seq`")),
                 [*room_codes, Code.INVALID_REQUEST, Code.TOO_MANY_STREAMS],
-                security=MEMBER,
+                security=MEMBER_OR_TICKET,
                 params=[ROOM_ID, AFTER_SEQ, LAST_EVENT_ID],
+            )
+        },
+        "/v1/rooms/{room}/stream-ticket": {
+            "post": _op(
+                "stream_ticket",
+                (201, {**_json("StreamTicket"), "headers": NO_STORE}),
+                room_codes,
+                security=MEMBER,
+                params=[ROOM_ID],
             )
         },
         "/v1/media/{media}": {
@@ -593,6 +620,25 @@ def _operations() -> dict[str, dict[str, Any]]:
             )
         },
         **_thread_operations(),
+        **_page_operations(),
+    }
+
+
+def _page_operations() -> dict[str, dict[str, Any]]:
+    """The web page (DESIGN.md §9): not API, but served by the same hub."""
+    html = {"content": {"text/html": {"schema": {"type": "string"}}}, "headers": PAGE_HEADERS}
+    asset = {
+        "content": {
+            "text/javascript": {"schema": {"type": "string"}},
+            "text/css": {"schema": {"type": "string"}},
+            "image/svg+xml": {"schema": {"type": "string"}},
+        },
+        "headers": PAGE_HEADERS,
+    }
+    name = _path("asset", {"type": "string"}, "a file of the page, e.g. `app.js`")
+    return {
+        "/": {"get": _op("web_page", (200, html), [])},
+        "/web/{asset}": {"get": _op("web_asset", (200, asset), [Code.NOT_FOUND], params=[name])},
     }
 
 
@@ -645,6 +691,13 @@ def _document() -> bytes:
             "securitySchemes": {
                 "memberToken": {"type": "http", "scheme": "bearer", "description": "member token"},
                 "adminToken": {"type": "http", "scheme": "bearer", "description": "admin token"},
+                "streamTicket": {
+                    "type": "apiKey",
+                    "in": "query",
+                    "name": "ticket",
+                    "description": "a stream ticket from `POST /v1/rooms/{room}/stream-ticket`:"
+                    " opens only that room's stream, for 60 s (docs/api.md)",
+                },
             },
         },
     }

@@ -153,3 +153,17 @@ def status(db: Db, member_id: str) -> str | None:
     """`active` or `removed`; None when the member was deleted."""
     row = db.one("SELECT status FROM members WHERE id = ?", (member_id,))
     return str(row[0]) if row else None
+
+
+def member_by_id(db: Db, member_id: str) -> Member | None:
+    row = db.one(
+        f"SELECT {MEMBER_COLS} FROM members m JOIN workspaces w ON w.id = m.workspace_id"
+        " WHERE m.id = ?",
+        (member_id,),
+    )
+    return member_of(row) if row else None
+
+
+def token_hashes(db: Db, member_id: str) -> list[str]:
+    """The stored hashes of the member's live tokens (none once it is hard-removed)."""
+    return [str(r[0]) for r in db.all("SELECT hash FROM tokens WHERE member_id = ?", (member_id,))]

@@ -1,14 +1,18 @@
-"""Reading a room: pages of events and the SSE stream, resumable by `Last-Event-ID` (§3)."""
+"""Reading a room: pages of events, the SSE stream (resumable by `Last-Event-ID`), and the
+stream tickets a browser opens that stream with (§3, §9)."""
 
 from __future__ import annotations
 
 import logging
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from agentpost.core.clock import rfc3339
 from agentpost.core.errors import Code, RequestError
-from agentpost.hub import auth
+from agentpost.core.ids import token_hash
+from agentpost.hub import auth, tickets
 from agentpost.hub.errors import json_response
 from agentpost.hub.notify import room_key
 from agentpost.hub.routes.rooms import visible_room
@@ -108,10 +112,31 @@ def sse_frame(ident: int, data: bytes) -> bytes:
     return b"id: %d\nevent: event\ndata: " % ident + data + b"\n\n"
 
 
-async def stream(request: Request) -> Response:
+async def stream_ticket(request: Request) -> Response:
+    """`POST /v1/rooms/{room}/stream-ticket`: a short-lived ticket for this room's stream."""
     hub = hub_of(request)
     member = await auth.member(request, hub)
     room_id = request.path_params["room"]
+    await _page(hub, member, room_id, 0, 1)  # only a participant gets one
+    ticket, expires_ms = tickets.issue(
+        member, token_hash(auth.bearer(request)), room_id, hub.config.stream_ticket_seconds
+    )
+    out = {
+        "ticket": ticket,
+        "expires_at": rfc3339(expires_ms),
+        "stream_url": f"/v1/rooms/{room_id}/stream?{tickets.QUERY_PARAM}={ticket}",
+    }
+    return json_response(201, msgspec.json.encode(out), {"Cache-Control": "no-store"})
+
+
+async def stream(request: Request) -> Response:
+    hub = hub_of(request)
+    room_id = request.path_params["room"]
+    ticket = request.query_params.get(tickets.QUERY_PARAM)
+    if ticket is None:
+        member = await auth.member(request, hub)
+    else:
+        member = await hub.engine.read(lambda db: tickets.redeem(db, ticket, room_id))
     after = int_param(request, "after", 0, 0)  # checked even when Last-Event-ID wins
     resume = last_event_id(request)
     if resume is not None:
