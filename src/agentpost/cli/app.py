@@ -60,6 +60,7 @@ def main() -> None:
 def _register() -> None:
     # Imported for their side effect of adding commands to `main`.
     from agentpost.cli import admin as _admin  # noqa: F401
+    from agentpost.cli import connect as _connect  # noqa: F401
     from agentpost.cli import db as _db  # noqa: F401
     from agentpost.cli import inbox as _inbox  # noqa: F401
     from agentpost.cli import mail as _mail  # noqa: F401

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import httpx
 import msgspec
@@ -192,6 +192,35 @@ class AsyncHubClient:
         resp = await self.request("GET", "/v1/inbox", params=params, timeout=max(30.0, wait + 10.0))
         return msgspec.convert(resp.json(), InboxPage)
 
+    async def member(self, workspace: str, name: str) -> Member:
+        """One member of your workspace (who owns an agent, whether it is active)."""
+        return await self._get(f"/v1/workspaces/{workspace}/members/{name}", Member, "member")
+
+    async def download(self, media_id: str, dest: Path, max_bytes: int) -> int:
+        """Save a media file to `dest` (0600); refuses one over `max_bytes`."""
+        size = 0
+        try:
+            async with self._http.stream("GET", f"/v1/media/{media_id}") as resp:
+                if resp.status_code >= 300:
+                    await resp.aread()
+                    raise error_from_response(resp)
+                fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    async for chunk in resp.aiter_bytes():
+                        size += len(chunk)
+                        if size > max_bytes:
+                            raise HubRefused("payload_too_large", f"media is over {max_bytes} bytes")
+                        f.write(chunk)
+        except httpx.TransportError as exc:
+            raise HubUnreachable(f"download cut: {exc!r}") from exc
+        return size
+
+    async def cancel(self, room_id: str, agent: str | None = None) -> Event:
+        """Stop the running Turn of `agent` (or of every agent) in the room (§6)."""
+        body = {} if agent is None else {"agent": agent}
+        resp = await self.request("POST", f"/v1/rooms/{room_id}/cancel", json=body)
+        return msgspec.convert(resp.json()["event"], Event)
+
     async def ack(self, cursor: int) -> int:
         resp = await self.request("POST", "/v1/inbox/ack", json={"cursor": cursor})
         return int(resp.json()["cursor"])
@@ -235,13 +264,30 @@ class AsyncHubClient:
         key: str | None = None,
         mime_type: str = "application/octet-stream",
     ) -> PostResult:
-        headers = key_headers(key)
         with open(path, "rb") as f:
-            files = {"file": (path.name, f, mime_type)}
-            data = {"text": caption} if caption else None
-            resp = await self.request(
-                "POST", f"/v1/rooms/{room_id}/media", files=files, data=data, headers=headers
+            return await self.upload_file(
+                room_id, f, path.name, caption=caption, key=key, mime_type=mime_type
             )
+
+    async def upload_file(
+        self,
+        room_id: str,
+        f: BinaryIO,
+        name: str,
+        *,
+        caption: str = "",
+        key: str | None = None,
+        mime_type: str = "application/octet-stream",
+    ) -> PostResult:
+        """Upload from an open file (read from its start): egress checks the descriptor
+        it opened, and the bytes come from that same descriptor (§6)."""
+        headers = key_headers(key)
+        f.seek(0)
+        files = {"file": (name, f, mime_type)}
+        data = {"text": caption} if caption else None
+        resp = await self.request(
+            "POST", f"/v1/rooms/{room_id}/media", files=files, data=data, headers=headers
+        )
         payload = resp.json()
         return PostResult(
             event=msgspec.convert(payload["event"], Event),

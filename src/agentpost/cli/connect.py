@@ -1,0 +1,139 @@
+"""`agentpost connect`: run a Worker for one agent member; `connect status` (DESIGN.md §6)."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from agentpost.cli.app import main
+from agentpost.cli.common import EXIT_FINAL, console, emit, err_console, json_option, table
+
+PERMISSION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always")
+
+
+@main.group(invoke_without_command=True)
+@click.option("--agent", "agent_cmd", help="The ACP agent command, split like a shell would.")
+@click.option("--hub", envvar="AGENTPOST_HUB", default="http://127.0.0.1:8470", show_default=True)
+@click.option("--token", envvar="AGENTPOST_TOKEN", default=None, help="The agent member's token.")
+@click.option("--workspace-dir", type=click.Path(path_type=Path), help="The Worker's own folder.")
+@click.option("--repo", type=click.Path(path_type=Path), help="The agent's working directory.")
+@click.option("--collaborator", "collaborators", multiple=True, help="Also answer this member.")
+@click.option("--egress-root", "egress_roots", multiple=True, type=click.Path(path_type=Path))
+@click.option("--allow-permission", "allow", multiple=True, type=click.Choice(PERMISSION_KINDS))
+@click.option("--turn-timeout", type=float, default=1800.0, show_default=True, help="Seconds.")
+@click.pass_context
+def connect(
+    ctx: click.Context,
+    agent_cmd: str | None,
+    hub: str,
+    token: str | None,
+    workspace_dir: Path | None,
+    repo: Path | None,
+    collaborators: tuple[str, ...],
+    egress_roots: tuple[Path, ...],
+    allow: tuple[str, ...],
+    turn_timeout: float,
+) -> None:
+    """Put an ACP agent in rooms: answer its owner and collaborators, one reply per wake-up."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from agentpost.connect import WorkerConfig, run_worker
+    from agentpost.connect.workspace import WorkspaceError
+
+    problems = []
+    if not agent_cmd:
+        problems.append("--agent is required")
+    if not token:
+        problems.append("a token is required (--token or AGENTPOST_TOKEN)")
+    if workspace_dir is None:
+        problems.append("--workspace-dir is required")
+    if repo is None or not repo.is_dir():
+        problems.append("--repo must be an existing directory")
+    argv = shlex.split(agent_cmd or "")
+    if agent_cmd and (not argv or shutil.which(argv[0], path=None) is None):
+        problems.append(f"agent command not found: {argv[0] if argv else agent_cmd}")
+    for root in egress_roots:
+        if not root.is_dir():
+            problems.append(f"--egress-root {root} is not a directory")
+    if turn_timeout <= 0:
+        problems.append("--turn-timeout must be positive")
+    if problems:
+        for p in problems:
+            err_console.print(f"error: {p}")
+        sys.exit(EXIT_FINAL)
+    assert workspace_dir is not None and repo is not None and token is not None
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    config = WorkerConfig(
+        agent_argv=argv,
+        hub=hub,
+        token=token,
+        workspace_dir=workspace_dir.resolve(),
+        repo=repo.resolve(),
+        collaborators=list(collaborators),
+        egress_roots=[r.resolve() for r in egress_roots],
+        allow_permissions=list(allow),
+        turn_timeout=turn_timeout,
+        agent_start_wait=min(60.0, turn_timeout),
+    )
+    try:
+        code = run_worker(config)
+    except WorkspaceError as exc:
+        err_console.print(f"error: {exc}")
+        sys.exit(EXIT_FINAL)
+    sys.exit(code)
+
+
+@connect.command("status")
+@click.option("--workspace-dir", type=click.Path(path_type=Path), required=True)
+@json_option
+def status(workspace_dir: Path, as_json: bool) -> None:
+    """What the Worker of WORKSPACE_DIR is doing: agent, sessions, cursor, last Turns."""
+    from agentpost.connect.status import read_status
+    from agentpost.connect.workspace import WorkspaceError
+
+    try:
+        data = read_status(workspace_dir)
+    except WorkspaceError as exc:
+        err_console.print(f"error: {exc}")
+        sys.exit(EXIT_FINAL)
+
+    def human() -> None:
+        agent = data.get("agent", {})
+        console.print(f"worker {data.get('worker_id')}  running: {data['running']}")
+        console.print(f"member {data.get('member')}  owner {data.get('owner')}")
+        console.print(
+            f"agent alive: {agent.get('alive')}  pid {agent.get('pid')}  "
+            f"restarts {agent.get('restarts')}  last failure: {agent.get('last_failure') or '-'}"
+        )
+        inbox = data.get("inbox", {})
+        console.print(f"inbox acked {inbox.get('acked')}  seen {inbox.get('seen')}")
+        table(
+            ["room", "who", "session"],
+            [[s["room"], s["who"], s["session_id"]] for s in data.get("sessions", [])],
+        )
+        table(
+            ["trigger", "sender", "outcome", "reply_kind", "reply", "ended"],
+            [
+                [
+                    t["trigger"],
+                    t["sender"],
+                    t["outcome"],
+                    t["reply_kind"] or "",
+                    t["reply_event"] or "-",
+                    time.strftime("%H:%M:%S", time.gmtime(t["ended_at"])),
+                ]
+                for t in data.get("turns", [])
+            ],
+        )
+
+    emit(as_json, data, human)

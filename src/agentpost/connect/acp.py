@@ -1,0 +1,403 @@
+"""The one seam to the ACP SDK (agent-client-protocol 0.12.x): spawn an agent, keep one
+standing JSON-RPC connection to it over stdio, and speak our glossary to the Worker.
+
+What this module owns, because the SDK does not (DESIGN.md §6):
+- the agent's environment is the Worker's minus the hub credentials (the SDK's spawn
+  helper would pass only HOME/LOGNAME/PATH/SHELL/TERM/USER);
+- the agent's stderr is drained (an unread pipe blocks the agent at ~64 KB), keeping a tail;
+- frames are capped (`MAX_FRAME_BYTES`): an agent that sends more is cut off, not buffered;
+  a line that is not a JSON object is logged and skipped;
+- `session/update`s are taken in wire order from the receive loop (the SDK runs each in
+  its own task), so a Turn's chunks keep their order;
+- every `_…` request goes to the Worker's extension handler; an unknown one is -32601.
+The SDK is imported lazily, only when an agent is spawned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("agentpost.connect.acp")
+
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+STDERR_TAIL_BYTES = 8192
+READ_CHUNK = 1024 * 1024
+HIDDEN_ENV = ("AGENTPOST_TOKEN", "AGENTPOST_ADMIN_TOKEN")
+METHOD_NOT_FOUND = -32601
+
+
+class AgentFailed(Exception):
+    """The agent could not be started, or its connection ended (exit, crash, bad frame)."""
+
+
+class MethodNotFound(Exception):
+    """Raised by an extension handler for a method it does not know (→ -32601)."""
+
+
+@dataclass(frozen=True)
+class Update:
+    """One `session/update` of a session, as the Worker needs it: `kind` is `text` (agent
+    message text), `link` (an agent message `resource_link`) or `other`."""
+
+    session_id: str
+    kind: str
+    text: str = ""
+    uri: str = ""
+    name: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PermissionOption:
+    option_id: str
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
+class PromptEnd:
+    """How a prompt ended: the ACP stop reason and the response's `_meta`."""
+
+    stop_reason: str
+    meta: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PromptLink:
+    uri: str
+    name: str
+    mime_type: str | None = None
+
+
+UpdateHandler = Callable[[Update], None]
+PermissionHandler = Callable[[str, str, list[PermissionOption]], Awaitable[str | None]]
+ExtHandler = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def agent_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Worker's environment minus the hub credentials: the token stays with the Worker."""
+    env = dict(os.environ if base is None else base)
+    for name in HIDDEN_ENV:
+        env.pop(name, None)
+    return env
+
+
+class _Transport:
+    """Newline-delimited JSON over the agent's stdio, with a frame cap."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, on_cut: Callable[[str], None]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self._proc = proc
+        self._stdin = proc.stdin
+        self._stdout = proc.stdout
+        self._on_cut = on_cut
+        self._lock = asyncio.Lock()
+        self.bad_lines = 0
+
+    async def send(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+        async with self._lock:
+            self._stdin.write(data)
+            await self._stdin.drain()
+
+    async def receive(self) -> dict[str, Any] | None:
+        while True:
+            line = await self._read_line()
+            if line is None:
+                return None
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                message = None
+            if isinstance(message, dict):
+                return message
+            self.bad_lines += 1
+            log.warning("agent printed a line that is no JSON-RPC frame: %r", line[:200])
+
+    async def _read_line(self) -> bytes | None:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                chunk = await self._stdout.readuntil(b"\n")
+                done = True
+            except asyncio.LimitOverrunError as exc:
+                chunk = await self._stdout.readexactly(exc.consumed)
+                done = False
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial:
+                    chunks.append(exc.partial)
+                    return b"".join(chunks)
+                return None
+            size += len(chunk)
+            if size > MAX_FRAME_BYTES:
+                self._on_cut(f"the agent sent a frame over {MAX_FRAME_BYTES} bytes")
+                return None
+            chunks.append(chunk)
+            if done:
+                return b"".join(chunks)
+
+    async def close(self) -> None:
+        try:
+            self._stdin.close()
+        except (OSError, RuntimeError):
+            pass
+
+
+class _Client:
+    """The ACP `Client` the SDK calls back into; each call is handed to the Worker."""
+
+    def __init__(self, permissions: PermissionHandler, ext: ExtHandler) -> None:
+        self._permissions = permissions
+        self._ext = ext
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        return None  # taken in wire order by `AgentConnection._observe`
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+    ) -> Any:
+        from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+
+        title = str(getattr(tool_call, "title", "") or getattr(tool_call, "tool_call_id", ""))
+        ours = [PermissionOption(o.option_id, str(o.kind), o.name) for o in options]
+        chosen = await self._permissions(session_id, title, ours)
+        if chosen is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=chosen)
+        )
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        from acp import RequestError
+
+        try:
+            return await self._ext(method, params)
+        except MethodNotFound:
+            raise RequestError(
+                METHOD_NOT_FOUND, "Method not found", {"method": f"_{method}"}
+            ) from None
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        log.info("agent sent extension notification _%s; ignored", method)
+
+    async def read_text_file(self, *args: Any, **kwargs: Any) -> Any:
+        from acp import RequestError
+
+        raise RequestError(METHOD_NOT_FOUND, "Method not found", {"method": "fs/read_text_file"})
+
+    async def write_text_file(self, *args: Any, **kwargs: Any) -> Any:
+        from acp import RequestError
+
+        raise RequestError(METHOD_NOT_FOUND, "Method not found", {"method": "fs/write_text_file"})
+
+
+class AgentConnection:
+    """One spawned agent process and its standing ACP connection (DESIGN.md §6)."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        cwd: Path,
+        on_update: UpdateHandler,
+        on_permission: PermissionHandler,
+        on_ext: ExtHandler,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.argv = argv
+        self.cwd = cwd
+        self._on_update = on_update
+        self._client = _Client(on_permission, on_ext)
+        self._env = agent_environment(env)
+        self._proc: asyncio.subprocess.Process | None = None
+        self._conn: Any = None
+        self._stderr_task: asyncio.Task[None] | None = None
+        self._stderr_tail: collections.deque[bytes] = collections.deque()
+        self._stderr_size = 0
+        self.stderr_bytes = 0
+        self.cut_reason: str | None = None
+        self.agent_meta: dict[str, Any] = {}
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None and self.cut_reason is None
+
+    def stderr_tail(self) -> str:
+        return b"".join(self._stderr_tail).decode("utf-8", "replace")
+
+    async def start(self, client_meta: dict[str, Any], timeout: float = 30.0) -> None:
+        """Spawn the agent and initialize; `AgentFailed` if it cannot be started."""
+        from acp import PROTOCOL_VERSION
+        from acp.client.connection import ClientSideConnection
+        from acp.schema import ClientCapabilities, Implementation
+
+        from agentpost import __version__
+
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self._env,
+                cwd=str(self.cwd),
+                limit=READ_CHUNK,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise AgentFailed(f"cannot start {self.argv[0]!r}: {exc}") from exc
+        self._stderr_task = asyncio.create_task(self._drain_stderr())
+        transport = _Transport(self._proc, self._cut)
+        client: Any = self._client  # duck-typed: the SDK's Client protocol, the parts we serve
+        self._conn = ClientSideConnection(client, transport, observers=[self._observe])
+        caps = ClientCapabilities(field_meta=client_meta or None)
+        try:
+            resp = await asyncio.wait_for(
+                self._conn.initialize(
+                    protocol_version=PROTOCOL_VERSION,
+                    client_capabilities=caps,
+                    client_info=Implementation(name="agentpost", version=__version__),
+                    **client_meta,
+                ),
+                timeout,
+            )
+        except (ConnectionError, OSError, TimeoutError, Exception) as exc:
+            await self.close()
+            raise AgentFailed(self._why(f"initialize failed: {exc!r}")) from exc
+        caps_meta = resp.agent_capabilities.field_meta if resp.agent_capabilities else None
+        self.agent_meta = dict(caps_meta or {})
+
+    def _why(self, fallback: str) -> str:
+        reason = self.cut_reason or fallback
+        tail = self.stderr_tail().strip().splitlines()[-3:]
+        return reason + (f" (agent stderr: {' | '.join(tail)})" if tail else "")
+
+    async def new_session(self, meta: dict[str, Any]) -> str:
+        try:
+            resp = await self._conn.new_session(cwd=str(self.cwd), mcp_servers=[], **meta)
+        except Exception as exc:
+            raise AgentFailed(self._why(f"session/new failed: {exc!r}")) from exc
+        return str(resp.session_id)
+
+    async def prompt(self, session_id: str, text: str, links: list[PromptLink]) -> PromptEnd:
+        """One prompt; its `session/update`s reach `on_update` in order before this returns.
+        `AgentFailed` when the connection ends first; an error answer is `RequestFailed`."""
+        from acp import RequestError
+        from acp.schema import ResourceContentBlock, TextContentBlock
+
+        blocks: list[Any] = [TextContentBlock(type="text", text=text)]
+        for link in links:
+            blocks.append(
+                ResourceContentBlock(
+                    type="resource_link", uri=link.uri, name=link.name, mime_type=link.mime_type
+                )
+            )
+        try:
+            resp = await self._conn.prompt(session_id=session_id, prompt=blocks)
+        except RequestError as exc:
+            raise RequestFailed(f"the agent answered the prompt with an error: {exc}") from exc
+        except (ConnectionError, OSError) as exc:
+            raise AgentFailed(self._why(f"the agent went away mid-Turn: {exc!r}")) from exc
+        return PromptEnd(str(resp.stop_reason), dict(resp.field_meta or {}))
+
+    async def cancel(self, session_id: str) -> None:
+        try:
+            await self._conn.cancel(session_id=session_id)
+        except (ConnectionError, OSError) as exc:
+            log.info("session/cancel not sent, the agent is gone: %r", exc)
+
+    async def ext_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send `_method` (the SDK adds the underscore; never add it here)."""
+        result: dict[str, Any] = await self._conn.ext_method(method, params)
+        return result
+
+    def _observe(self, event: Any) -> None:
+        message = event.message
+        if getattr(event.direction, "value", "") != "incoming":
+            return
+        if message.get("method") != "session/update":
+            return
+        params = message.get("params")
+        if isinstance(params, dict):
+            update = _update_of(params)
+            if update is not None:
+                self._on_update(update)
+
+    def _cut(self, reason: str) -> None:
+        self.cut_reason = reason
+        log.error("%s; stopping it", reason)
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.kill()
+
+    async def _drain_stderr(self) -> None:
+        assert self._proc is not None and self._proc.stderr is not None
+        while True:
+            chunk = await self._proc.stderr.read(65536)
+            if not chunk:
+                return
+            self.stderr_bytes += len(chunk)
+            self._stderr_tail.append(chunk)
+            self._stderr_size += len(chunk)
+            while self._stderr_size - len(self._stderr_tail[0]) >= STDERR_TAIL_BYTES:
+                self._stderr_size -= len(self._stderr_tail.popleft())
+
+    async def wait(self) -> int:
+        """Until the agent process exits; its return code."""
+        assert self._proc is not None
+        return await self._proc.wait()
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            try:
+                await self._conn.close()
+            except Exception as exc:  # closing a broken connection must not stop a restart
+                log.info("closing the agent connection: %r", exc)
+        if self._proc is not None and self._proc.returncode is None:
+            try:
+                self._proc.kill()
+            except ProcessLookupError:
+                pass
+            await self._proc.wait()
+        if self._stderr_task is not None:
+            try:
+                await asyncio.wait_for(self._stderr_task, 5)
+            except (TimeoutError, asyncio.CancelledError):
+                self._stderr_task.cancel()
+
+
+class RequestFailed(Exception):
+    """The agent answered a request with a JSON-RPC error."""
+
+
+def _update_of(params: dict[str, Any]) -> Update | None:
+    session_id = params.get("sessionId")
+    update = params.get("update")
+    if not isinstance(session_id, str) or not isinstance(update, dict):
+        return None
+    meta = update.get("_meta") if isinstance(update.get("_meta"), dict) else {}
+    if update.get("sessionUpdate") != "agent_message_chunk":
+        return Update(session_id, "other", meta=meta or {})
+    content = update.get("content")
+    if not isinstance(content, dict):
+        return Update(session_id, "other", meta=meta or {})
+    if content.get("type") == "text" and isinstance(content.get("text"), str):
+        return Update(session_id, "text", text=content["text"], meta=meta or {})
+    if content.get("type") == "resource_link" and isinstance(content.get("uri"), str):
+        name = content.get("name")
+        shown = name if isinstance(name, str) else ""
+        return Update(session_id, "link", uri=content["uri"], name=shown, meta=meta or {})
+    return Update(session_id, "other", meta=meta or {})

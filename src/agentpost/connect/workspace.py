@@ -1,0 +1,125 @@
+"""The Worker's workspace folder (DESIGN.md §6): `worker-id`, `worker.lock`, the status
+file `connect status` reads, and where a trigger's attachments are saved for the agent.
+
+Durable means fsync'd: small files are replaced atomically (temp → fsync → rename → fsync
+of the folder). Files are 0600, folders 0700.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Any
+
+WORKER_ID = "worker-id"
+LOCK = "worker.lock"
+STATUS = "status.json"
+LEDGER = "deliveries.sqlite3"
+_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+class WorkspaceError(Exception):
+    """The workspace cannot be used (locked by another Worker, unreadable worker-id)."""
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class Workspace:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._lock_fd: int | None = None
+
+    def prepare(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (self.root / "files").mkdir(exist_ok=True, mode=0o700)
+
+    def lock(self) -> None:
+        """One Worker per workspace: an flock the kernel drops when the process dies."""
+        fd = os.open(self.root / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise WorkspaceError(
+                f"another Worker runs on {self.root} (worker.lock is held)"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def locked_by_other(self) -> bool:
+        """True while some live Worker holds the lock (for `connect status`)."""
+        path = self.root / LOCK
+        if not path.exists():
+            return False
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def read_worker_id(self) -> str | None:
+        """The stored worker id; None when there is none; `WorkspaceError` when unusable."""
+        path = self.root / WORKER_ID
+        try:
+            text = path.read_text("ascii").strip()
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise WorkspaceError(f"{path} cannot be read: {exc}") from exc
+        if not _ID.match(text):
+            raise WorkspaceError(f"{path} does not hold a worker id (32 hex characters)")
+        return text
+
+    def worker_id(self) -> str:
+        """The worker id, minted once. A new id is never minted over an existing ledger:
+        its entries' keys depend on the old one (§6)."""
+        found = self.read_worker_id()
+        if found is not None:
+            return found
+        if (self.root / LEDGER).exists():
+            raise WorkspaceError(
+                f"{self.root / WORKER_ID} is missing but a delivery ledger exists; "
+                "refusing to mint a new worker id over it"
+            )
+        new = secrets.token_hex(16)
+        write_atomic(self.root / WORKER_ID, (new + "\n").encode())
+        return new
+
+    def files_dir(self, event_id: str) -> Path:
+        d = self.root / "files" / event_id
+        d.mkdir(exist_ok=True, mode=0o700)
+        return d
+
+    def write_status(self, status: dict[str, Any]) -> None:
+        write_atomic(self.root / STATUS, json.dumps(status, indent=1).encode())
+
+    def read_status(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads((self.root / STATUS).read_text("utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise WorkspaceError(f"{self.root / STATUS} cannot be read: {exc}") from exc
+        return data if isinstance(data, dict) else None

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""A purpose-built ACP agent (SDK only) that misbehaves on request, for the Worker's
+failure tests. Start flag: `--crash-at-start`. The first word of the prompt text (after
+"<sender> in room <room>: ", mentions skipped) picks what it does:
+  crash      say something, then exit mid-Turn          junk    print non-JSON lines first
+  bigframe   write one 60 MB line to stdout              stderr  write 1 MB to stderr first
+  hang       never answer (ignores cancel)               slow N  answer after N s (ignores cancel)
+  link URI   return URI as a resource_link               perm    ask for permission, report
+  ext        call an unknown `_x/unknown`, report error  env     report what the env holds
+Every prompt first writes `$TRICK_MARKER_DIR/prompt-<n>` when that variable is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from acp import PROTOCOL_VERSION, RequestError, run_agent, text_block, update_agent_message
+from acp.helpers import resource_link_block
+from acp.schema import (
+    InitializeResponse,
+    NewSessionResponse,
+    PermissionOption,
+    PromptResponse,
+    ToolCallUpdate,
+)
+
+
+def mark() -> None:
+    folder = os.environ.get("TRICK_MARKER_DIR")
+    if folder:
+        n = len(list(Path(folder).glob("prompt-*"))) + 1
+        (Path(folder) / f"prompt-{n}").write_text(str(os.getpid()))
+
+
+class TrickAgent:
+    def __init__(self) -> None:
+        self.conn: Any = None
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        return InitializeResponse(protocol_version=PROTOCOL_VERSION)
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        return NewSessionResponse(session_id=uuid.uuid4().hex)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        return None
+
+    async def say(self, session_id: str, text: str) -> None:
+        await self.conn.session_update(
+            session_id=session_id, update=update_agent_message(text_block(text))
+        )
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        mark()
+        said = "".join(b.text for b in prompt if getattr(b, "type", "") == "text")
+        text = said.split(": ", 1)[1] if ": " in said else said
+        words = [w for w in text.split() if not w.startswith("@")]
+        word = words[0] if words else ""
+        if word == "crash":
+            await self.say(session_id, "about to crash")
+            await asyncio.sleep(0.2)
+            os._exit(7)
+        if word == "junk":
+            os.write(1, b"this is not json\n[1, 2, 3]\n")
+            await self.say(session_id, "after junk")
+        elif word == "bigframe":
+            chunk = b"x" * (1024 * 1024)
+            os.set_blocking(1, True)  # the SDK made stdout non-blocking; we want it all out
+            os.write(1, b'{"jsonrpc": "2.0", "method": "x", "params": "')
+            for _ in range(60):
+                os.write(1, chunk)
+            os.write(1, b'"}\n')
+            await self.say(session_id, "after bigframe")
+        elif word == "stderr":
+            line = b"e" * 1023 + b"\n"
+            os.set_blocking(2, True)
+            for _ in range(1024):
+                os.write(2, line)
+            await self.say(session_id, "after stderr")
+        elif word == "hang":
+            await asyncio.Event().wait()
+        elif word == "slow":
+            await asyncio.sleep(float(words[1]))
+            await self.say(session_id, f"slow done {words[1]}")
+        elif word == "link":
+            await self.say(session_id, "linked")
+            link = resource_link_block(words[1].rsplit("/", 1)[-1] or "x", words[1])
+            await self.conn.session_update(session_id=session_id, update=update_agent_message(link))
+        elif word == "perm":
+            resp = await self.conn.request_permission(
+                session_id=session_id,
+                tool_call=ToolCallUpdate(tool_call_id="t1", title="write a file"),
+                options=[
+                    PermissionOption(option_id="opt-yes-v2", name="Yes", kind="allow_once"),
+                    PermissionOption(option_id="opt-no-v2", name="No", kind="reject_once"),
+                ],
+            )
+            outcome = resp.outcome
+            chosen = getattr(outcome, "option_id", None) or outcome.outcome
+            await self.say(session_id, f"permission: {chosen}")
+        elif word == "ext":
+            try:
+                result = await self.conn.ext_method("x/unknown", {"a": 1})
+                await self.say(session_id, f"ext answered: {result!r}")
+            except RequestError as exc:
+                await self.say(session_id, f"ext error {exc.code}")
+        elif word == "env":
+            token = "present" if "AGENTPOST_TOKEN" in os.environ else "absent"
+            admin = "present" if "AGENTPOST_ADMIN_TOKEN" in os.environ else "absent"
+            custom = os.environ.get("TRICK_CUSTOM", "-")
+            await self.say(session_id, f"token:{token} admin:{admin} custom:{custom}")
+        else:
+            await self.say(session_id, f"trick: {text}")
+        return PromptResponse(stop_reason="end_turn")
+
+
+if __name__ == "__main__":
+    if "--crash-at-start" in sys.argv:
+        sys.stderr.write("trick agent: crashing at start as asked\n")
+        sys.exit(3)
+    asyncio.run(run_agent(TrickAgent()))

@@ -1,0 +1,172 @@
+"""Fixtures for connect: a real hub, a real Worker process (`agentpost connect`) and real
+ACP agent subprocesses written with the SDK (examples/echo_agent.py, tests/connect/agents/)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hubproc import HubProcess, Setup, make_setup, poll
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ECHO_AGENT = REPO_ROOT / "examples" / "echo_agent.py"
+AGENTS = Path(__file__).parent / "agents"
+
+
+def agent_cmd(script: Path, *args: str) -> str:
+    return " ".join([sys.executable, str(script), *args])
+
+
+@dataclass
+class WorkerProcess:
+    """One `agentpost connect` process; its stderr is the Worker's log."""
+
+    args: list[str]
+    env: dict[str, str]
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    def start(self, wait_agent: bool = True) -> WorkerProcess:
+        self.starts += 1
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "agentpost", "connect", *self.args],
+                stdout=log,
+                stderr=log,
+                env=self.env,
+            )
+        if wait_agent:
+            poll(lambda: "agent started" in self.log()[offset:] or self._died(), timeout=60)
+            assert not self._died(), self.log()
+        return self
+
+    def _died(self) -> bool:
+        return self.proc is not None and self.proc.poll() is not None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.terminate()
+        try:
+            return self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+
+@dataclass
+class Connected:
+    """A workspace (humans alice, carol; agents bot, helper, owned by alice; room general)
+    and a way to run Workers for `bot`."""
+
+    setup: Setup
+    tmp: Path
+    workers: list[WorkerProcess] = field(default_factory=list)
+
+    @property
+    def hub(self) -> HubProcess:
+        return self.setup.hub
+
+    def worker(
+        self,
+        agent: str | None = None,
+        *extra: str,
+        member: str = "bot",
+        env: dict[str, str] | None = None,
+        start: bool = True,
+        wait_agent: bool = True,
+        repo: Path | None = None,
+        workspace: Path | None = None,
+    ) -> WorkerProcess:
+        repo = repo or self.tmp / f"repo-{member}"
+        repo.mkdir(exist_ok=True)
+        workspace = workspace or self.tmp / f"ws-{member}"
+        full_env = {
+            **os.environ,
+            "AGENTPOST_HUB": self.hub.url,
+            "AGENTPOST_TOKEN": self.setup.tokens[member],
+            **(env or {}),
+        }
+        w = WorkerProcess(
+            args=[
+                "--agent",
+                agent or agent_cmd(ECHO_AGENT),
+                "--workspace-dir",
+                str(workspace),
+                "--repo",
+                str(repo),
+                *extra,
+            ],
+            env=full_env,
+            log_path=self.tmp / f"worker-{member}.log",
+        )
+        self.workers.append(w)
+        return w.start(wait_agent) if start else w
+
+    def say(self, who: str, text: str, **body: Any) -> dict[str, Any]:
+        with self.hub.client(self.setup.tokens[who]) as c:
+            r = c.post(f"/v1/rooms/{self.setup.room}/messages", json={"text": text, **body})
+        assert r.status_code == 201, r.text
+        event: dict[str, Any] = r.json()["event"]
+        return event
+
+    def events(self, who: str = "alice") -> list[dict[str, Any]]:
+        with self.hub.client(self.setup.tokens[who]) as c:
+            out: list[dict[str, Any]] = c.get(
+                f"/v1/rooms/{self.setup.room}/events", params={"limit": 1000}
+            ).json()["events"]
+        return out
+
+    def replies_to(self, event_id: str, who: str = "alice") -> list[dict[str, Any]]:
+        return [e for e in self.events(who) if e["in_reply_to"] == event_id]
+
+    def wait_reply(self, event_id: str, timeout: float = 60.0) -> dict[str, Any]:
+        found = poll(lambda: self.replies_to(event_id), timeout=timeout)
+        return found[0]
+
+    def inbox(self, who: str) -> list[dict[str, Any]]:
+        with self.hub.client(self.setup.tokens[who]) as c:
+            items = c.get("/v1/inbox", params={"after": 0, "limit": 1000}).json()["items"]
+        return [i["event"] for i in items]
+
+    def acked(self, who: str = "bot") -> int:
+        with self.hub.client(self.setup.tokens[who]) as c:
+            return int(c.get("/v1/me").json()["inbox_cursor"])
+
+
+@pytest.fixture
+def connected(hub: HubProcess, tmp_path: Path) -> Iterator[Connected]:
+    s = make_setup(hub, ["alice", "carol"], ["bot", "helper"])
+    c = Connected(s, tmp_path)
+    yield c
+    for w in c.workers:
+        w.stop()
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0) -> Any:
+    return poll(predicate, timeout=timeout, interval=0.05)
+
+
+def quiet_for(seconds: float) -> None:
+    """Let time pass to show that something does NOT happen (never to synchronise)."""
+    time.sleep(seconds)
