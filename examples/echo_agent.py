@@ -2,7 +2,8 @@
 """A small ACP agent written only with the agent-client-protocol SDK, to try
 `agentpost connect` with no API key (docs/connect.md).
 
-What it does with a message (the Worker prompts "<sender> in room <room>: <text>"):
+What it does with a message (the Worker prompts "<sender> in room <room>: <text>"; the
+first word that is no @mention decides):
 - `sleep N …`  waits N seconds before answering (a `/stop` in the room cancels it);
 - `file NAME …` writes NAME in its working directory and returns it as a `resource_link`;
 - `ask …`       answers with a question: the final message carries
@@ -53,7 +54,7 @@ class EchoAgent:
         text = said.split(": ", 1)[1] if ": " in said else said
         cancelled = self.cancelled[session_id]
         cancelled.clear()
-        words = text.split()
+        words = [w for w in text.split() if not w.startswith("@")]  # mentions aside
         if words[:1] == ["sleep"] and len(words) > 1 and re.fullmatch(r"\d+(\.\d+)?", words[1]):
             try:
                 await asyncio.wait_for(cancelled.wait(), float(words[1]))
