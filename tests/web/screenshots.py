@@ -29,15 +29,22 @@ def seed(hub: HubProcess) -> dict[str, str]:
     s = make_setup(hub, ["hana"], ["planner", "writer"], room="launch")
     t = s.tokens
     e1 = post(hub, t["planner"], s.room, "@writer please draft the release notes for 0.2")
-    post(hub, t["writer"], s.room, "Which version of the changelog?", in_reply_to=e1["id"],
-         reply_kind="needs_input")
+    post(
+        hub,
+        t["writer"],
+        s.room,
+        "Which version of the changelog?",
+        in_reply_to=e1["id"],
+        reply_kind="needs_input",
+    )
     post(hub, t["hana"], s.room, "Use CHANGES.md on main, see https://example.com/changes")
     with hub.client(t["writer"]) as c:
         files = {"file": ("chart.png", png(48, 24), "image/png")}
         r = c.post(f"/v1/rooms/{s.room}/media", files=files, data={"text": "downloads per day"})
         assert r.status_code == 201, r.text
-    post(hub, t["writer"], s.room, "Draft is in notes.md", in_reply_to=e1["id"],
-         reply_kind="result")
+    post(
+        hub, t["writer"], s.room, "Draft is in notes.md", in_reply_to=e1["id"], reply_kind="result"
+    )
     with hub.client(t["planner"]) as c:
         r = c.post("/v1/workspaces/acme/rooms", json={"name": "builds", "participants": ["hana"]})
         builds = r.json()["room"]["id"]

@@ -199,3 +199,54 @@ def test_refusals_are_shown_as_lines_and_post_nothing(
     assert events(hub, s.tokens["alice"], s.room) == []
     admin.close()
     alice.close()
+
+
+def test_a_lost_answer_then_an_edited_text_is_told_and_posted_as_a_new_message(
+    page: Page, hub: HubProcess
+) -> None:
+    s = make_setup(hub, ["alice"], ["bot"])
+    sign_in(page, hub, s.tokens["alice"])
+    open_room(page, "general")
+    keys = keys_of(page, "/messages")
+    lose_answers(page, "**/v1/rooms/*/messages")
+    page.get_by_label("Message").fill("release at 5")
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("status").filter(has_text="not known whether")).to_be_visible()
+    page.unroute("**/v1/rooms/*/messages")
+    # The person edits the kept text: the same key with another text is refused (422) and
+    # said so; nothing is posted until they press Send again, which takes a new key.
+    page.get_by_label("Message").fill("release at 6")
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("status").filter(has_text="earlier version")).to_be_visible()
+    assert [e["text"] for e in events(hub, s.tokens["alice"], s.room)] == ["release at 5"]
+    expect(page.get_by_label("Message")).to_have_value("release at 6")
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("status").filter(has_text="Posted.")).to_be_visible()
+    assert [e["text"] for e in events(hub, s.tokens["alice"], s.room)] == [
+        "release at 5",
+        "release at 6",
+    ]
+    assert len(keys) == 3 and keys[0] == keys[1] != keys[2]
+    expect(page.locator("[data-event-id]")).to_have_count(2)
+
+
+def test_a_refusal_for_content_keeps_the_text_and_the_next_send_is_a_new_key(
+    page: Page, hub: HubProcess
+) -> None:
+    s = make_setup(hub, ["alice"], ["bot"])
+    with hub.client(s.tokens["alice"]) as alice:
+        assert alice.patch(f"/v1/rooms/{s.room}", json={"sensitive_filter": True}).is_success
+    sign_in(page, hub, s.tokens["alice"])
+    open_room(page, "general")
+    keys = keys_of(page, "/messages")
+    page.get_by_label("Message").fill("the key is AKIAIOSFODNN7EXAMPLE")
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("status").filter(has_text="422 command_rejected")).to_contain_text("aws_access_key")
+    expect(page.get_by_label("Message")).to_have_value("the key is AKIAIOSFODNN7EXAMPLE")
+    page.get_by_label("Message").fill("the key is in the vault")
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("status").filter(has_text="Posted.")).to_be_visible()
+    assert [e["text"] for e in events(hub, s.tokens["alice"], s.room)] == [
+        "the key is in the vault"
+    ]
+    assert len(keys) == 2 and keys[0] != keys[1]

@@ -261,3 +261,28 @@ def test_usable_at_375_px(page: Page, setup: Setup) -> None:
     box = send.bounding_box()
     assert box is not None and box["x"] + box["width"] <= 375
     expect(page.locator("[data-event-id]")).to_have_count(2)
+
+
+def test_a_receipts_link_loads_older_pages_until_the_delegation_is_shown(
+    page: Page, setup: Setup
+) -> None:
+    e1 = post(setup.hub, setup.tokens["bot"], setup.room, "@helper please index the docs")
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        for i in range(120):
+            assert c.post(f"/v1/rooms/{setup.room}/messages", json={"text": f"chat {i}"}).is_success
+    post(
+        setup.hub,
+        setup.tokens["helper"],
+        setup.room,
+        "indexed",
+        in_reply_to=e1["id"],
+        reply_kind="result",
+    )
+    sign_in(page, setup.hub, setup.tokens["alice"])
+    open_room(page, "general")
+    expect(page.locator("[data-event-id]")).to_have_count(50)
+    page.get_by_role("link", name="Answers an earlier message").click()
+    delegation = page.locator(f'[data-event-id="{e1["id"]}"]')
+    expect(delegation).to_be_focused()
+    expect(delegation).to_contain_text("Reported back — helper: returned")
+    assert [e["seq"] for e in timeline(page)] == list(range(1, 123))

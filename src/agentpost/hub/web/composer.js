@@ -160,7 +160,7 @@ export class Composer {
       );
     } else if (err.code === "command_rejected") {
       spent();
-      this.say(`Refused: ${err.message} Nothing was posted.`, "bad");
+      this.say(`Not posted: ${err.message} (422 command_rejected). Edit it and send again.`, "bad");
     } else if (err.status === 401) {
       this.say("Not posted: signed out.", "bad");
     } else {
