@@ -64,6 +64,11 @@ class Engine(Protocol):
 
     async def read(self, fn: Callable[[Db], T]) -> T: ...
 
+    async def read_stream(self, fn: Callable[[Db], T]) -> T:
+        """A read for a stream's page: where the engine has a pool, on connections of its
+        own, so a room's readers never make a request wait for a connection."""
+        ...
+
     async def write(self, fn: Callable[[Tx], T], order: str = "") -> T:
         """Run `fn` in a write transaction; `order` is the room it locks (lock ordering)."""
         ...

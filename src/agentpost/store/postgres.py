@@ -139,6 +139,43 @@ class _Backend:
         return isinstance(exc, pg_errors.DeadlockDetected | pg_errors.SerializationFailure)
 
 
+class _ReadLane:
+    """Reads on a pool of their own connections and threads (DESIGN.md §8)."""
+
+    def __init__(self, dsn: str, connections: int, name: str, min_size: int) -> None:
+        self.pool = ConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=connections,
+            kwargs={"autocommit": True},
+            open=True,
+            timeout=10.0,
+        )
+        self.threads = ThreadPoolExecutor(connections, thread_name_prefix=name)
+
+    async def read(self, fn: Callable[[PgDb], T]) -> T:
+        def run() -> T:
+            with self.pool.connection() as conn:
+                return fn(PgDb(conn))
+
+        loop = asyncio.get_running_loop()
+        for attempt in (1, 2):
+            try:
+                return await loop.run_in_executor(self.threads, run)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # PoolTimeout too
+                # A pooled connection may have died with a server restart; the pool drops
+                # it, and a read is safe to run once more on a fresh one.
+                if attempt == 2:
+                    log.error("read failed: %s", exc)
+                    raise StorageUnavailable() from exc
+                log.warning("read failed (%s); trying a fresh connection", exc)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self.threads.shutdown(wait=False)
+        self.pool.close()
+
+
 class PostgresEngine:
     dialect = "postgres"
     # Any number of hub processes write to it.
@@ -150,21 +187,17 @@ class PostgresEngine:
         crash_points: CrashPoints | None = None,
         read_connections: int = 8,
         writers: int = 4,
+        stream_connections: int = 2,
     ) -> None:
         self.dsn = dsn
         try:
             self._migrate()
-            self._pool = ConnectionPool(
-                dsn,
-                min_size=1,
-                max_size=read_connections,
-                kwargs={"autocommit": True},
-                open=True,
-                timeout=10.0,
-            )
+            self._requests = _ReadLane(dsn, read_connections, "pg-read", min_size=1)
+            # Stream pages read on connections of their own, opened when a stream first
+            # reads: however many readers a room has, requests never queue behind them.
+            self._streams = _ReadLane(dsn, stream_connections, "pg-stream", min_size=0)
         except psycopg.OperationalError as exc:
             raise StorageUnavailable(f"cannot reach PostgreSQL: {exc}") from exc
-        self._readers = ThreadPoolExecutor(read_connections, thread_name_prefix="pg-read")
         crash = crash_points or CrashPoints()
         # Several writers, one connection each: a room's writes always go to the same one
         # (by its id), so rooms spread over parallel group commits; their row locks are taken
@@ -228,22 +261,10 @@ class PostgresEngine:
     # -- the Engine interface ----------------------------------------------------------
 
     async def read(self, fn: Callable[[PgDb], T]) -> T:
-        def run() -> T:
-            with self._pool.connection() as conn:
-                return fn(PgDb(conn))
+        return await self._requests.read(fn)
 
-        loop = asyncio.get_running_loop()
-        for attempt in (1, 2):
-            try:
-                return await loop.run_in_executor(self._readers, run)
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # PoolTimeout too
-                # A pooled connection may have died with a server restart; the pool drops
-                # it, and a read is safe to run once more on a fresh one.
-                if attempt == 2:
-                    log.error("read failed: %s", exc)
-                    raise StorageUnavailable() from exc
-                log.warning("read failed (%s); trying a fresh connection", exc)
-        raise AssertionError("unreachable")
+    async def read_stream(self, fn: Callable[[PgDb], T]) -> T:
+        return await self._streams.read(fn)
 
     async def write(self, fn: Callable[[PgTx], T], order: str = "") -> T:
         writer = self._writers[zlib.crc32(order.encode()) % len(self._writers)]
@@ -256,8 +277,8 @@ class PostgresEngine:
             await asyncio.to_thread(writer.stop)
         if self._listener is not None:
             await asyncio.to_thread(self._listener.join, 5)
-        self._readers.shutdown(wait=False)
-        self._pool.close()
+        self._requests.close()
+        self._streams.close()
         for writer in self._writers:
             backend = writer.backend
             if isinstance(backend, _Backend) and backend.conn is not None:

@@ -142,6 +142,11 @@ class SQLiteEngine:
             log.error("read failed: %s", exc)
             raise StorageUnavailable() from exc
 
+    async def read_stream(self, fn: Callable[[SQLiteDb], T]) -> T:
+        """One file, one reader connection: a stream page is an ordinary read (it is
+        bounded in bytes, so it holds the loop no longer than any other page)."""
+        return await self.read(fn)
+
     async def write(self, fn: Callable[[SQLiteTx], T], order: str = "") -> T:
         result: T = await self._writer.submit(fn, order)
         return result

@@ -88,15 +88,15 @@ async def _page(
     after: int,
     limit: int,
     max_bytes: int | None = None,
-    recheck: bool = False,
+    stream: bool = False,
 ) -> list[tuple[int, bytes]]:
     def read(db: Db) -> list[tuple[int, bytes]]:
-        if recheck:  # a stream outlives its auth check: re-check the member on each page
+        if stream:  # a stream outlives its auth check: re-check the member on each page
             auth.still_active(db, member)
         visible_room(db, room_id, member)
         return events.page(db, room_id, after, limit, max_bytes)
 
-    return await hub.engine.read(read)
+    return await (hub.engine.read_stream if stream else hub.engine.read)(read)
 
 
 async def list_events(request: Request) -> Response:
@@ -151,7 +151,7 @@ async def stream(request: Request) -> Response:
         wake_key=room_key(room_id),
         after=after,
         read_page=lambda pos: _page(
-            hub, member, room_id, pos, PAGE_EVENTS, PAGE_BYTES, recheck=True
+            hub, member, room_id, pos, PAGE_EVENTS, PAGE_BYTES, stream=True
         ),
         frame=sse_frame,
     )

@@ -83,7 +83,7 @@ async def inbox_stream(request: Request) -> Response:
             auth.still_active(db, member)  # the stream ends when its member is removed
             return inbox.page(db, member.id, pos, PAGE_EVENTS, PAGE_BYTES)
 
-        return await hub.engine.read(read)
+        return await hub.engine.read_stream(read)
 
     return sse_response(
         request,
