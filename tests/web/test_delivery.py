@@ -241,7 +241,9 @@ def test_a_refusal_for_content_keeps_the_text_and_the_next_send_is_a_new_key(
     keys = keys_of(page, "/messages")
     page.get_by_label("Message").fill("the key is AKIAIOSFODNN7EXAMPLE")
     page.get_by_role("button", name="Send").click()
-    expect(page.get_by_role("status").filter(has_text="422 command_rejected")).to_contain_text("aws_access_key")
+    expect(page.get_by_role("status").filter(has_text="422 command_rejected")).to_contain_text(
+        "aws_access_key"
+    )
     expect(page.get_by_label("Message")).to_have_value("the key is AKIAIOSFODNN7EXAMPLE")
     page.get_by_label("Message").fill("the key is in the vault")
     page.get_by_role("button", name="Send").click()

@@ -1,11 +1,16 @@
-"""docs/web.md, run as written: its shell blocks in bash against a real hub, and what it says
-the page shows, in headless Chromium signed in with the token the first block prints."""
+"""docs/web.md, run as written: its shell blocks fed one by one to one bash (the reader's
+terminal) against a real hub, with the example ACP agent next to it as the docs assume; and
+what it says the page shows, in headless Chromium signed in with the token it prints."""
 
 from __future__ import annotations
 
 import os
+import queue
 import re
+import shutil
 import subprocess
+import sys
+import threading
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
@@ -17,56 +22,99 @@ REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "web.md"
 
 
-def sh_blocks() -> list[str]:
-    return re.findall(r"```sh\n(.*?)```", DOC.read_text(), flags=re.S)
+class Terminal:
+    """One bash reading the blocks from stdin; each block ends by printing a marker."""
 
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            ["bash", "-s"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.n = 0
 
-def bash(script: str, hub: HubProcess, state: Path) -> str:
-    """Run `script` as the reader's terminal would: in the repository, the shell's variables
-    carried from one block to the next (kept in `state`)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
-    env.update({"AGENTPOST_HUB": hub.url, "AGENTPOST_HOME": str(hub.data_dir)})
-    prelude = f"set -euo pipefail\n[ -f {state} ] && source {state}\n"
-    keep = f"\n{{ declare -p | grep -Ev '^declare -[a-zA-Z]*r'; declare -f; }} > {state}\n"
-    done = subprocess.run(
-        ["bash", "-c", prelude + script + keep],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def run(self, block: str, timeout: float = 120) -> str:
+        assert self.proc.stdin is not None
+        self.n += 1
+        marker = f"--- block {self.n} done, status"
+        self.proc.stdin.write(f'set -e\n{block}\necho "{marker} $?"\n')
+        self.proc.stdin.flush()
+        out: list[str] = []
+        while True:
+            line = self.lines.get(timeout=timeout)
+            assert line is not None, "bash exited:\n" + "".join(out)
+            if line.startswith(marker):
+                assert line.strip().endswith(" 0"), "".join(out)
+                return "".join(out)
+            out.append(line)
+
+    def close(self) -> None:
+        """End the terminal and whatever it still runs in the background (a failed test
+        never reached the walk-through's own `kill %1`)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("\nset +e; kill $(jobs -p) 2>/dev/null; wait\n")
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.reader.join(10)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
 
 
 def test_the_walkthrough_of_docs_web_md(page: Page, hub: HubProcess, tmp_path: Path) -> None:
-    setup, agents = sh_blocks()
-    state = tmp_path / "shell-state.sh"
-    out = bash(setup, hub, state)
-    token = re.search(r"hana's token: (\S+)", out)
-    assert token, out
+    setup, delegate, stop = re.findall(r"```sh\n(.*?)```", DOC.read_text(), flags=re.S)
+    (tmp_path / "examples").mkdir()
+    shutil.copy(REPO / "examples" / "echo_agent.py", tmp_path / "examples" / "echo_agent.py")
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
+    env.update({"AGENTPOST_HUB": hub.url, "AGENTPOST_ADMIN_TOKEN": hub.admin_token})
+    terminal = Terminal(tmp_path, env)
+    try:
+        token = re.search(r"hana's token: (\S+)", terminal.run(setup))
+        assert token
+        sign_in(page, hub, token.group(1))
+        open_room(page, "launch")
+        out = terminal.run(delegate)
+        assert "here is notes.md" in out  # the planner was woken by the receipt
 
-    sign_in(page, hub, token.group(1))
-    open_room(page, "launch")
-    bash(agents, hub, state)
+        items = page.locator("[data-event-id]")
+        first = items.first
+        expect(first).to_contain_text("@writer file notes.md")
+        expect(first).to_contain_text("Delegates to writer")
+        expect(first).to_contain_text("Reported back — writer: returned")
+        upload = page.locator("[data-event-id]", has=page.get_by_role("link", name="notes.md"))
+        expect(upload).to_contain_text("writer")
+        receipt = page.locator("[data-event-id]", has_text="here is notes.md")
+        badge = receipt.locator("[data-reply-kind]")
+        expect(badge).to_have_attribute("data-reply-kind", "returned")
+        receipt.get_by_text("Woke planner").click()
+        expect(receipt).to_contain_text("receipt")
+        receipt.get_by_role("link", name="Answers #1").click()
+        expect(first).to_be_focused()
+        question = page.locator("[data-event-id]", has_text="Which one do you mean?")
+        expect(question.locator("[data-reply-kind]")).to_have_text("needs input")
 
-    items = page.locator("[data-event-id]")
-    expect(items).to_have_count(3)
-    delegation, receipt, upload = items.nth(0), items.nth(1), items.nth(2)
-    expect(delegation).to_contain_text("@writer please draft the release notes")
-    expect(delegation).to_contain_text("Delegates to writer")
-    expect(delegation).to_contain_text("Reported back — writer: returned")
-    expect(receipt.locator("[data-reply-kind]")).to_have_attribute("data-reply-kind", "returned")
-    receipt.get_by_text("Woke planner").click()
-    expect(receipt).to_contain_text("receipt")
-    receipt.get_by_role("link", name="Answers #1").click()
-    expect(delegation).to_be_focused()
-    size = (REPO / "README.md").stat().st_size
-    expect(upload.get_by_role("link", name="README.md")).to_be_visible()
-    expect(upload).to_contain_text("the notes so far")
-    expect(upload).to_contain_text(f"{size / 1024:.1f} KB")
-
-    page.get_by_label("Message").fill("thanks both")
-    page.get_by_role("button", name="Send").click()
-    expect(items).to_have_count(4)
+        page.get_by_label("Message").fill("thanks both")
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator("[data-event-id]", has_text="thanks both")).to_have_count(1)
+        terminal.run(stop)
+    finally:
+        terminal.close()
+    log = (tmp_path / "ws-writer.log").read_text()
+    assert "agent started" in log, log
