@@ -83,7 +83,7 @@ def sse_response(
     holds as many streams as it may."""
     keepalive = hub.config.sse_keepalive_seconds
     release = hub.streams.take(member.id)
-    closing = hub.notifier
+    notifier = hub.notifier
 
     async def frames() -> AsyncIterator[bytes]:
         position = after
@@ -91,8 +91,8 @@ def sse_response(
         gauge.inc()
         try:
             yield b": stream open\n\n"
-            while not closing.closed:
-                woken = hub.notifier.event(wake_key)
+            while not notifier.closed:  # closed: the hub is shutting down
+                woken = notifier.event(wake_key)
                 try:
                     rows = await read_page(position)
                 except AgentpostError as exc:
@@ -104,12 +104,12 @@ def sse_response(
                     for chunk in chunks(frame(pos, body) for pos, body in rows):
                         yield chunk  # the send waits here while the reader is behind
                     position = rows[-1][0]
-                    del rows
+                    del rows  # not held while the next page is read
                     await asyncio.sleep(0)
                     if await request.is_disconnected():
                         return
                     continue  # a page may be cut by size: read until one comes back empty
-                if not await wait(woken, keepalive) and not closing.closed:
+                if not await wait(woken, keepalive) and not notifier.closed:
                     yield b": keep-alive\n\n"
         finally:
             gauge.dec()
