@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import logging
 import os
 import socket
@@ -79,6 +80,20 @@ def _prepare(config: HubConfig) -> tuple[socket.socket, Engine]:
         raise StartError(f"cannot open the database ({where}): {exc}") from exc
 
 
+# Young-generation collections every 50,000 net allocations instead of 700: requests in
+# flight are no longer promoted and walked again and again (issue 14: GC was ~9 % of the
+# loop's CPU and made the p99). The older generations keep their usual ratios.
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def tune_gc() -> None:
+    """Once the hub is up: collect, freeze what start-up made (modules, app, store) so no
+    collection walks it again, and collect the young generation less often."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: Starlette, url: str) -> None:
         super().__init__(config)
@@ -88,6 +103,7 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
+            tune_gc()
             print(f"agentpost hub listening on {self.url}", flush=True)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
