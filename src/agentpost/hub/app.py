@@ -33,7 +33,7 @@ from agentpost.hub.errors import (
 from agentpost.hub.idempotency import Idempotency
 from agentpost.hub.metrics import HubMetrics
 from agentpost.hub.notify import Notifier
-from agentpost.hub.routes import admin, events, inbox, messages, meta, rooms, threads, web
+from agentpost.hub.routes import admin, events, inbox, messages, meta, rooms, thin, threads, web
 from agentpost.hub.routing.router import LlmSettings
 from agentpost.hub.state import Hub
 from agentpost.hub.streams import StreamSlots
@@ -158,6 +158,23 @@ class _Edge:
                 hub.metrics.in_progress.dec()
 
 
+class HubApp(Starlette):
+    """Starlette, with the post route's requests taken before its stack (routes/thin.py)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            room = thin.post_room(scope)
+            hub: Hub | None = getattr(self.state, "hub", None) if room is not None else None
+            if room is not None and hub is not None:
+                hub.metrics.in_progress.inc()
+                try:
+                    await thin.post_message(hub, room, scope, receive, send)
+                finally:
+                    hub.metrics.in_progress.dec()
+                return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
     """The hub app; the store opens in the lifespan (or `engine` is used as given)."""
 
@@ -196,7 +213,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             await hub.http.aclose()
             await eng.close()
 
-    return Starlette(
+    return HubApp(
         routes=ROUTES,
         lifespan=lifespan,
         middleware=[Middleware(_Edge)],

@@ -23,7 +23,11 @@ class HasAuth(Protocol):
 
 
 def bearer(request: Request) -> str:
-    header = request.headers.get("authorization", "")
+    return bearer_of(request.headers.get("authorization", ""))
+
+
+def bearer_of(header: str) -> str:
+    """The token of an `Authorization: Bearer …` header's value."""
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise AuthError(Code.UNAUTHORIZED, "missing or malformed Authorization: Bearer token")
@@ -58,7 +62,12 @@ class TokenCache:
 
 async def member(request: Request, hub: HasAuth) -> Member:
     """The active member behind the request's token."""
-    hashed = token_hash(bearer(request))
+    return await member_of(request.headers.get("authorization", ""), hub)
+
+
+async def member_of(authorization: str, hub: HasAuth) -> Member:
+    """The active member behind an `Authorization` header's value."""
+    hashed = token_hash(bearer_of(authorization))
     found = hub.tokens.get(hashed)
     if found is not None:
         return found

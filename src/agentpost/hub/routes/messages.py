@@ -15,13 +15,7 @@ from agentpost.core.errors import AgentpostError, Code, RequestError
 from agentpost.core.ids import new_id
 from agentpost.core.jcs import canonical
 from agentpost.hub import auth, idempotency, mediatypes, posting, routing
-from agentpost.hub.decode import (
-    MAX_METADATA_DEPTH,
-    decode_json,
-    read_body,
-    read_json,
-    within_depth,
-)
+from agentpost.hub.decode import MAX_METADATA_DEPTH, decode_json, read_body, within_depth
 from agentpost.hub.errors import json_response
 from agentpost.hub.idempotency import Answer, Created
 from agentpost.hub.routes.rooms import visible_room
@@ -103,33 +97,53 @@ async def _post(
 
 
 async def post_message(request: Request) -> Response:
-    hub = hub_of(request)
-    member = await auth.member(request, hub)
-    key = idempotency.check_key(request.headers.get(idempotency.HEADER))
-    room_id = request.path_params["room"]
-    body = await read_json(request, MessageIn, hub.config.max_json_bytes)
+    return await message_post(
+        hub_of(request),
+        request.path_params["room"],
+        request.headers.get("authorization", ""),
+        request.headers.get(idempotency.HEADER),
+        lambda cap: read_body(request, cap),
+    )
+
+
+async def message_post(
+    hub: Hub,
+    room_id: str,
+    authorization: str,
+    key_header: str | None,
+    body_of: Callable[[int], Awaitable[bytes]],
+) -> Response:
+    """POST /v1/rooms/{room}/messages from its parts, for the Starlette route and the thin
+    ASGI path alike (hub/routes/thin.py): auth, key, body (read only then), post."""
+    member = await auth.member_of(authorization, hub)
+    key = idempotency.check_key(key_header)
+    body = decode_json(await body_of(hub.config.max_json_bytes), MessageIn)
     normalized = normalize(body)
     fp = idempotency.fingerprint(MESSAGES_ROUTE, room_id, normalized) if key else None
 
     asked: dict[str, str] = {}
+    settings = hub.router_settings
 
     async def ask_router() -> None:
         # Only a new post of a human with no live mention in an `llm` room asks the model,
         # before the write transaction (§4); a replay never does.
-        if hub.router_settings is None or member.kind != "human":
-            return  # no model to ask (an llm room then stops, see routing.router)
+        assert settings is not None
         candidates = await hub.engine.read(
             lambda db: router.llm_candidates(db, room_id, member, normalized["text"])
         )
         if candidates is not None:
             asked["choice"] = await router.ask_llm(
-                hub.router_settings, hub.http, candidates, normalized["text"]
+                settings, hub.http, candidates, normalized["text"]
             )
+
+    # Without a model to ask (an llm room then stops, see routing.router), or for an agent,
+    # there is nothing to prepare.
+    prepare = ask_router if settings is not None and member.kind == "human" else None
 
     def create(tx: Tx) -> Created:
         return posting.create_message(tx, room_id, member, normalized, asked.get("choice"))
 
-    return await _post(hub, MESSAGES_ROUTE, member.id, key, fp, create, ask_router, room_id)
+    return await _post(hub, MESSAGES_ROUTE, member.id, key, fp, create, prepare, room_id)
 
 
 async def cancel(request: Request) -> Response:
