@@ -153,6 +153,9 @@ def serve(config: HubConfig, log_level: str = "warning") -> None:
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=3,
+        # The hub reads neither the client's address nor the scheme, so the X-Forwarded-*
+        # parsing uvicorn would do for every request from 127.0.0.1 buys nothing.
+        proxy_headers=False,
         http=protocol_class(),
     )
     server = _Server(ucfg, app, f"http://{host}:{port}")
