@@ -209,6 +209,54 @@ def writes_blocked(setup: Setup) -> Iterator[None]:
             pg.rollback()
 
 
+@contextmanager
+def key_records_locked(setup: Setup) -> Iterator[None]:
+    """Nobody else may touch the key records: the SQLite write lock (reads in WAL still
+    go), or on PostgreSQL an ACCESS EXCLUSIVE lock on the table (reads wait too)."""
+    if setup.hub.db_url is None:
+        with writes_blocked(setup):
+            yield
+        return
+    import psycopg
+
+    with psycopg.connect(setup.hub.db_url) as pg:
+        pg.execute("LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            pg.rollback()
+
+
+def test_a_replay_of_a_key_this_hub_committed_needs_no_database(setup: Setup) -> None:
+    """An answer never changes while its key lives: the hub that committed it replays it
+    from memory, even while the key records are locked (issue 14)."""
+    with setup.hub.client(setup.tokens["alice"], timeout=5) as c:
+        first = post(c, setup.room, {"text": "kept"}, "mem")
+        assert first.status_code == 201
+        with key_records_locked(setup):
+            again = post(c, setup.room, {"text": "kept"}, "mem")
+            other = post(c, setup.room, {"text": "changed"}, "mem")
+        assert (again.headers["idempotency-status"], again.content) == ("replayed", first.content)
+        assert (other.status_code, other.json()["error"]["code"]) == (422, "idempotency_conflict")
+        assert [e["text"] for e in events(c, setup.room)] == ["kept"]
+
+
+def test_a_key_committed_before_a_restart_replays_from_its_record(make_hub) -> None:  # noqa: ANN001
+    """Memory starts empty: the claim in the write transaction finds the record."""
+    hub = make_hub()
+    s = make_setup(hub, ["alice"], [])
+    with hub.client(s.tokens["alice"]) as c:
+        first = post(c, s.room, {"text": "before"}, "r1")
+    hub.stop()
+    hub.start()
+    with hub.client(s.tokens["alice"]) as c:
+        again = post(c, s.room, {"text": "before"}, "r1")
+        other = post(c, s.room, {"text": "after"}, "r1")
+        assert (again.headers["idempotency-status"], again.content) == ("replayed", first.content)
+        assert (other.status_code, other.json()["error"]["code"]) == (422, "idempotency_conflict")
+        assert [e["text"] for e in events(c, s.room)] == ["before"]
+
+
 def test_in_flight_key_waits_then_answers_running(setup: Setup) -> None:
     """While the first request holds its key (its write is blocked by another connection
     here), a second one waits the bounded time and gets 409 `running`."""

@@ -13,12 +13,18 @@
   and only that record commits: the refused job's other writes (its seq) are undone first;
   every other refusal rolls back with the job and leaves the key unused.
 - Send state (§5): a key's record is readable by its sender, whatever became of the room.
+- An answer never changes while its key lives (only the sweep deletes a record, past its
+  TTL; a renewal needs it expired), so this process replays the answers it saw committed
+  from memory (`RecentAnswers`), and a key it does not know goes straight to the write
+  transaction, whose claim is the authority: no read before it (issue 14). Only a post
+  that would first ask the llm router reads the key before, so a replay never asks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -65,6 +71,49 @@ class Answer:
     idempotency_status: str
 
 
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What a replay needs of a committed key record."""
+
+    fingerprint: str
+    status: int
+    body: bytes
+    created_at: int  # ms; never later than the record's own (expiry is never late)
+
+
+class RecentAnswers:
+    """The answers of keys this process saw committed, newest kept, bounded by count and by
+    body bytes. Forgetting one is always safe: its key then goes to the claim."""
+
+    def __init__(self, max_entries: int = 100_000, max_bytes: int = 32 * 1024 * 1024) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._bytes = 0
+        self._known: OrderedDict[tuple[str, str], Known] = OrderedDict()
+
+    def get(self, slot: tuple[str, str], cutoff: int) -> Known | None:
+        known = self._known.get(slot)
+        if known is None or known.created_at >= cutoff:
+            return known
+        self._drop(slot)  # expired: the key is new again, the claim decides (§3)
+        return None
+
+    def put(self, slot: tuple[str, str], known: Known) -> None:
+        if slot in self._known:
+            self._drop(slot)
+        self._known[slot] = known
+        self._bytes += len(known.body)
+        while len(self._known) > self.max_entries or self._bytes > self.max_bytes:
+            _slot, old = self._known.popitem(last=False)
+            self._bytes -= len(old.body)
+
+    def _drop(self, slot: tuple[str, str]) -> None:
+        self._bytes -= len(self._known.pop(slot).body)
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+
 def check_key(raw: str | None) -> str | None:
     """The key if present and well-formed; 400 `invalid_idempotency_key` otherwise."""
     if raw is None:
@@ -88,6 +137,7 @@ class Idempotency:
         self.ttl_ms = ttl_seconds * 1000
         self.wait_seconds = wait_seconds
         self._in_flight: dict[tuple[str, str], asyncio.Future[None]] = {}
+        self.recent = RecentAnswers()
 
     def in_flight(self) -> int:
         return len(self._in_flight)
@@ -95,7 +145,7 @@ class Idempotency:
     def _cutoff(self) -> int:
         return int(time.time() * 1000) - self.ttl_ms
 
-    def _from_record(self, rec: KeyRecord, fp: str) -> Answer:
+    def _from_record(self, rec: KeyRecord | Known, fp: str) -> Answer:
         if rec.fingerprint != fp:
             raise RequestError(
                 Code.IDEMPOTENCY_CONFLICT,
@@ -139,9 +189,14 @@ class Idempotency:
         deadline = loop.time() + self.wait_seconds
         slot = (member_id, key)
         while True:
-            rec = await self.lookup(member_id, key)
-            if rec is not None:
-                return self._from_record(rec, fp)
+            known = self.recent.get(slot, self._cutoff())
+            if known is not None:
+                return self._from_record(known, fp)
+            if prepare is not None:
+                rec = await self.lookup(member_id, key)
+                if rec is not None:
+                    self._remember(rec)
+                    return self._from_record(rec, fp)
             first = self._in_flight.get(slot)
             if first is None:
                 break
@@ -159,15 +214,25 @@ class Idempotency:
         try:
             if prepare is not None:
                 await prepare()
+            # Before the claim's own clock reading: the remembered expiry is never late.
+            asked_at = int(time.time() * 1000)
             outcome = await self.engine.write(
                 lambda tx: self._claim(tx, member_id, key, fp, create), order
             )
+            if isinstance(outcome, KeyRecord):  # committed before: by another process,
+                self._remember(outcome)  # or by this one before it restarted
+            else:  # committed now (a created event or a recorded refusal)
+                self.recent.put(slot, Known(fp, outcome.status, outcome.body, asked_at))
         finally:
             del self._in_flight[slot]
             mine.set_result(None)
-        if isinstance(outcome, KeyRecord):  # claimed by another process first
+        if isinstance(outcome, KeyRecord):
             return self._from_record(outcome, fp)
         return outcome
+
+    def _remember(self, rec: KeyRecord) -> None:
+        slot = (rec.member_id, rec.key)
+        self.recent.put(slot, Known(rec.fingerprint, rec.status, rec.body, rec.created_at))
 
     def _claim(
         self, tx: Tx, member_id: str, key: str, fp: str, create: Callable[[Tx], Created]
