@@ -21,10 +21,12 @@ import shutil
 import statistics
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import benchlib
+import pglib
 from benchlib import WrkRun
 
 
@@ -79,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-cpu", default="0")
     p.add_argument("--wrk-cpu", default="1")
     p.add_argument("--phases", default="keyed,replay", help="keyed,replay (comma-separated)")
+    p.add_argument(
+        "--db", default=None, help="postgresql://…/DB: each hub gets a fresh database next to DB"
+    )
     args = p.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="agentpost-ab-"))
     token = benchlib.new_secret()
@@ -88,11 +93,19 @@ def main(argv: list[str] | None = None) -> int:
     report["uptime_start"] = Path("/proc/loadavg").read_text().strip()
     phases = args.phases.split(",")
     failed = False
+    stack = ExitStack()
     try:
         setups = {}
         for name, src in (("A", args.a_src), ("B", args.b_src)):
+            db_url = None
+            if args.db:
+                db_url, _db = stack.enter_context(pglib.fresh_database(args.db, f"_{name}"))
             hubs[name] = benchlib.start_hub(
-                tmp / name, args.server_cpu or None, token, launcher=launcher(src, tmp, name)
+                tmp / name,
+                args.server_cpu or None,
+                token,
+                db_url=db_url,
+                launcher=launcher(src, tmp, name),
             )
             setups[name] = benchlib.setup_rooms(hubs[name].url, token, ["r0"])
             if "replay" in phases:
@@ -142,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for hub in hubs.values():
             hub.stop()
+        stack.close()
         report["uptime_end"] = Path("/proc/loadavg").read_text().strip()
         shutil.rmtree(tmp, ignore_errors=True)
     report["ok"] = not failed

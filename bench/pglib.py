@@ -26,9 +26,10 @@ def with_dbname(url: str, dbname: str) -> str:
 
 
 @contextmanager
-def fresh_database(url: str) -> Iterator[tuple[str, str]]:
-    """CREATE DATABASE bench_<pid> next to `url`'s; yields (its URL, its name); drops it."""
-    name = f"bench_{os.getpid()}"
+def fresh_database(url: str, suffix: str = "") -> Iterator[tuple[str, str]]:
+    """CREATE DATABASE bench_<pid><suffix> next to `url`'s; yields (its URL, its name);
+    drops it."""
+    name = f"bench_{os.getpid()}{suffix}"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
