@@ -110,7 +110,10 @@ class _Backend:
         self._exec("SAVEPOINT job")
 
     def release(self) -> None:
-        self._exec("RELEASE SAVEPOINT job")
+        # Nothing to send: a round trip saved per job (issue 14). The job's savepoint simply
+        # stays until COMMIT; the next job's `SAVEPOINT job` shadows it, and ROLLBACK TO
+        # always goes to the newest one of that name, so a later job still fails alone.
+        pass
 
     def rollback_to(self) -> None:
         self._exec("ROLLBACK TO SAVEPOINT job")
