@@ -286,3 +286,22 @@ def test_a_receipts_link_loads_older_pages_until_the_delegation_is_shown(
     expect(delegation).to_be_focused()
     expect(delegation).to_contain_text("Reported back — helper: returned")
     assert [e["seq"] for e in timeline(page)] == list(range(1, 123))
+
+
+def test_a_workers_notice_is_shown_as_a_note(page: Page, setup: Setup) -> None:
+    # What `agentpost connect` posts for a sender its agent does not answer (docs/connect.md).
+    sign_in(page, setup.hub, setup.tokens["alice"])
+    open_room(page, "general")
+    plain = post(setup.hub, setup.tokens["bot"], setup.room, "a plain reply")
+    notice = post(
+        setup.hub,
+        setup.tokens["bot"],
+        setup.room,
+        "@bot answers only its owner (alice) and listed collaborators.",
+        metadata={"agentpost/notice": "not_admitted"},
+    )
+    note = page.get_by_role("note")
+    expect(note).to_have_count(1)
+    expect(note).to_have_attribute("data-event-id", notice["id"])
+    expect(note).to_contain_text("agent · notice")
+    expect(page.locator(f'[data-event-id="{plain["id"]}"]')).not_to_have_attribute("role", "note")

@@ -156,13 +156,17 @@ export class Timeline {
     item.dataset.eventId = event.id;
     item.dataset.seq = String(event.seq);
     item.tabIndex = -1;
-    if (event.type === "notice") item.classList.add("notice");
+    // A notice: a stored notice event, or a Worker's line marked `agentpost/notice` (docs/connect.md).
+    const md = event.metadata || {};
+    const notice = event.type === "notice" || typeof md["agentpost/notice"] === "string";
+    if (notice) item.classList.add("notice");
     if (event.sender_kind === "agent") item.classList.add("from-agent");
 
     const meta = el("p", "meta");
     meta.append(el("span", "sender", event.sender));
     const kind = [event.sender_kind];
     if (event.type !== "message") kind.push(event.type);
+    if (notice && event.type !== "notice") kind.push("notice");
     meta.append(el("span", "kind", kind.join(" · ")));
     const time = el("time", "time", timeText(event.created_at));
     time.dateTime = event.created_at;
@@ -177,7 +181,7 @@ export class Timeline {
     }
     item.append(meta);
 
-    if (event.type === "notice") item.setAttribute("role", "note");
+    if (notice) item.setAttribute("role", "note");
     if (event.text) {
       const text = el("p", "text");
       textWithLinks(text, event.text);
@@ -187,7 +191,6 @@ export class Timeline {
       item.append(this.renderAttachments(event.attachments));
     }
     if (event.in_reply_to) item.append(this.answersLink(event));
-    const md = event.metadata || {};
     if (Array.isArray(md.delegated_to) && md.delegated_to.length) {
       item.append(el("p", "delegation", `Delegates to ${md.delegated_to.join(", ")}`));
     }
