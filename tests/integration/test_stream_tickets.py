@@ -75,6 +75,8 @@ def test_a_ticket_opens_nothing_else(setup: Setup) -> None:
         t.replace(t.split(".")[3], str(int(t.split(".")[3]) + 3_600_000)),  # a later expiry
         t.replace(t.split(".")[1], "mb_" + "0" * 26),  # another member
         "st1.x.y",
+        t.rsplit(".", 1)[0] + ".é",  # not ASCII: refused, not a 500
+        t.replace(t.split(".")[3], "١" * 13),  # digits, but not ASCII ones
         "",
     ]
     for bad in forged:

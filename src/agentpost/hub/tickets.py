@@ -47,7 +47,7 @@ def redeem(db: Db, ticket: str, room_id: str) -> Member:
     malformed, for another room, expired or no longer signed by a live token; 403 when its
     member was removed."""
     parts = ticket.split(".")
-    if len(parts) != 5 or parts[0] != PREFIX or not parts[3].isdigit():
+    if not ticket.isascii() or len(parts) != 5 or parts[0] != PREFIX or not parts[3].isdigit():
         raise _refused("malformed")
     _, member_id, for_room, expires_raw, mac = parts
     if for_room != room_id:
