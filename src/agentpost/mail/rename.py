@@ -77,14 +77,16 @@ def rename_machine(ctx: MailContext, new: str, *, force: bool = False) -> Rename
                 file=sys.stderr,
             )
             records.append(Expired(str(env["id"]), format_ts(now)))
+        # Withdrawals are logged first: a crash before the identity is saved leaves them
+        # withdrawn (and said so) under the old name, never re-offered under the new one.
+        ctx.log.append(records)
+        for rec in records:
+            state.apply(rec)
         ident = load_identity(ctx.paths) or Identity(old)
         former = [n for n in [*ident.former, old] if n != new]
         # The point of no return: from here on this clone is `new`.
         save_identity(ctx.paths, Identity(new, former))
         ctx.adopt_machine(new)
-        ctx.log.append(records)
-        for rec in records:
-            state.apply(rec)
         for ref in (presence_ref(old), mail_ref(old)):
             ctx.git.delete_ref(ref)
         outcome = publish(ctx, state, view, now)
