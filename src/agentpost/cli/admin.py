@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import click
+import msgspec
 
 from agentpost.cli.app import main
-from agentpost.cli.common import admin_token, client, console, emit, hub_errors, json_option, table
+from agentpost.cli.common import (
+    admin_token,
+    client,
+    console,
+    emit,
+    hub_errors,
+    json_option,
+    say,
+    table,
+)
 
 
 def _admin_options(f):  # noqa: ANN001, ANN202
@@ -47,6 +57,20 @@ def workspace_create(name: str, hub: str, admin_tok: str | None, as_json: bool) 
         as_json,
         {"workspace": ws},
         lambda: console.print(f"workspace [bold]{ws['name']}[/bold] created ({ws['id']})"),
+    )
+
+
+@workspace.command("list")
+@_admin_options
+@json_option
+def workspace_list(hub: str, admin_tok: str | None, as_json: bool) -> None:
+    """Every workspace on the hub."""
+    with hub_errors(as_json), client(hub, admin_token(admin_tok)) as c:
+        found = c.list_workspaces()
+    emit(
+        as_json,
+        {"workspaces": found},
+        lambda: table(["name", "id"], [[w["name"], w["id"]] for w in found], "(no workspaces)"),
     )
 
 
@@ -114,3 +138,40 @@ def member_remove(
             f"member [bold]{gone.name}[/bold] removed" + (" (hard)" if hard else "")
         ),
     )
+
+
+@member.command("list")
+@click.argument("workspace")
+@_admin_options
+@json_option
+def member_list(workspace: str, hub: str, admin_tok: str | None, as_json: bool) -> None:
+    """Every member of WORKSPACE, removed ones too (with their status)."""
+    with hub_errors(as_json), client(hub, admin_token(admin_tok)) as c:
+        found = c.list_members(workspace)
+    emit(
+        as_json,
+        {"workspace": workspace, "members": msgspec.to_builtins(found)},
+        lambda: table(
+            ["name", "kind", "status", "owner", "id"],
+            [[m.name, m.kind, m.status, m.owner, m.id] for m in found],
+            "(no members)",
+        ),
+    )
+
+
+@member.command("token")
+@click.argument("workspace")
+@click.argument("name")
+@_admin_options
+@json_option
+def member_token(workspace: str, name: str, hub: str, admin_tok: str | None, as_json: bool) -> None:
+    """Give member NAME a new token; the old one stops working at once."""
+    with hub_errors(as_json), client(hub, admin_token(admin_tok)) as c:
+        made = c.reissue_token(workspace, name)
+    data = {"member": msgspec.to_builtins(made.member), "token": made.token}
+
+    def human() -> None:
+        table(["name", "kind", "token"], [[made.member.name, made.member.kind, made.token]])
+        say("Keep the token: it is shown only once. The old one no longer works.")
+
+    emit(as_json, data, human)

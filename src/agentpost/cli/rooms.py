@@ -45,7 +45,7 @@ def room() -> None:
 
 @room.command("create")
 @click.argument("name")
-@click.option("--workspace", "-w", required=True, help="Workspace name.")
+@click.option("--workspace", "-w", default=None, help="Workspace name (default: your token's).")
 @click.option("--participant", "-p", "participants", multiple=True, help="Member to add (repeat).")
 @click.option(
     "--mode", type=click.Choice(["dynamic", "master"]), default="dynamic", show_default=True
@@ -55,7 +55,7 @@ def room() -> None:
 @json_option
 def room_create(
     name: str,
-    workspace: str,
+    workspace: str | None,
     participants: tuple[str, ...],
     mode: str,
     master: str | None,
@@ -65,7 +65,8 @@ def room_create(
 ) -> None:
     """Create room NAME in WORKSPACE (you become a participant)."""
     with hub_errors(as_json), client(hub, token) as c:
-        r = c.create_room(workspace, name, list(participants), mode, master)
+        ws = workspace or str(c.me()["workspace"]["name"])
+        r = c.create_room(ws, name, list(participants), mode, master)
     emit(
         as_json,
         {"room": msgspec.to_builtins(r)},

@@ -40,16 +40,16 @@ def thread() -> None:
 
 @thread.command("ensure")
 @click.argument("name")
-@click.option("--workspace", "-w", required=True, help="Workspace name.")
+@click.option("--workspace", "-w", default=None, help="Workspace name (default: your token's).")
 @click.option("--owner", default=None, help="The thread's owner (default: you).")
 @hub_options
 @json_option
 def thread_ensure(
-    name: str, workspace: str, owner: str | None, hub: str, token: str | None, as_json: bool
+    name: str, workspace: str | None, owner: str | None, hub: str, token: str | None, as_json: bool
 ) -> None:
     """Make or find the thread NAME of OWNER; an archived one comes back unarchived."""
     with hub_errors(as_json), client(hub, token) as c:
-        t = c.ensure_thread(workspace, name, owner)
+        t = c.ensure_thread(workspace or str(c.me()["workspace"]["name"]), name, owner)
     verb = "made" if t.created else "found"
     emit(
         as_json,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
+from urllib.parse import unquote
 
 import httpx
 import msgspec
@@ -19,6 +21,7 @@ from agentpost.client.errors import (
     NotConfigured,
 )
 from agentpost.client.models import (
+    Download,
     Event,
     InboxItem,
     InboxPage,
@@ -333,6 +336,51 @@ class AsyncHubClient:
         resp = await self.request("POST", f"/v1/workspaces/{workspace}/rooms", json=body)
         return msgspec.convert(resp.json()["room"], Room)
 
+    async def list_workspaces(self) -> list[dict[str, str]]:
+        resp = await self.request("GET", "/v1/admin/workspaces")
+        found: list[dict[str, str]] = resp.json()["workspaces"]
+        return found
+
+    async def list_members(self, workspace: str) -> list[Member]:
+        """Every member of the workspace, removed ones too (admin token)."""
+        return await self._get(f"/v1/admin/workspaces/{workspace}/members", list[Member], "members")
+
+    async def reissue_token(self, workspace: str, name: str) -> NewMember:
+        """A new token for the member; its older tokens stop working at once (admin token)."""
+        resp = await self.request("POST", f"/v1/admin/workspaces/{workspace}/members/{name}/token")
+        return msgspec.convert(resp.json(), NewMember)
+
+    async def set_participant(self, room_id: str, name: str, present: bool) -> Room:
+        """Add member `name` to the room (or take it out)."""
+        method = "PUT" if present else "DELETE"
+        resp = await self.request(method, f"/v1/rooms/{room_id}/participants/{name}")
+        return msgspec.convert(resp.json()["room"], Room)
+
+    async def fetch_media(self, media_id: str, sink: BinaryIO) -> Download:
+        """Write the media's bytes to `sink`, checking them against the hub's sha256, with
+        the file's name as the hub gives it (for people saving it; `download` is the
+        Worker's capped save to a path)."""
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            async with self._http.stream("GET", f"/v1/media/{media_id}") as resp:
+                if resp.status_code >= 300:
+                    await resp.aread()
+                    raise error_from_response(resp)
+                async for chunk in resp.aiter_bytes():
+                    sink.write(chunk)
+                    digest.update(chunk)
+                    size += len(chunk)
+                expected = resp.headers.get("x-content-sha256")
+                name = _filename(resp.headers.get("content-disposition", ""))
+        except httpx.TransportError as exc:
+            raise HubUnreachable(f"download from {self.hub} cut: {exc!r}") from exc
+        if expected is not None and expected != digest.hexdigest():
+            raise HubUnavailable(
+                "download_corrupt", f"media {media_id}: the bytes do not match its sha256"
+            )
+        return Download(name=name or media_id, size=size, sha256=digest.hexdigest())
+
     async def set_archived(self, room_id: str, archived: bool) -> Room:
         action = "archive" if archived else "unarchive"
         resp = await self.request("POST", f"/v1/rooms/{room_id}/{action}")
@@ -360,6 +408,29 @@ class AsyncHubClient:
     async def send_state(self, room_id: str, key: str) -> SendState | None:
         """What the hub recorded for the Idempotency-Key `key` in the room; None: unused."""
         return await threads.send_state(self, room_id, key)
+
+
+def _filename(disposition: str) -> str | None:
+    """The file name of a Content-Disposition header (RFC 6266 `filename*` or `filename`),
+    reduced to its last path part so it can never name a place outside the cwd."""
+    _, params = _header_params(disposition)
+    name = params.get("filename*") or params.get("filename")
+    if not name:
+        return None
+    if name.lower().startswith("utf-8''"):
+        name = unquote(name[7:])
+    base = name.replace("\\", "/").rsplit("/", 1)[-1].strip()
+    return None if base in ("", ".", "..") else base
+
+
+def _header_params(header: str) -> tuple[str, dict[str, str]]:
+    """`value; a=b; c="d"` → ("value", {"a": "b", "c": "d"})."""
+    parts = [p.strip() for p in header.split(";")]
+    params: dict[str, str] = {}
+    for p in parts[1:]:
+        key, _, value = p.partition("=")
+        params[key.strip().lower()] = value.strip().strip('"')
+    return parts[0], params
 
 
 async def _sse_frames(resp: httpx.Response) -> AsyncIterator[tuple[int | None, bytes]]:

@@ -53,6 +53,14 @@ class Member(msgspec.Struct):
     owner: str | None = None
 
 
+class Download(msgspec.Struct):
+    """A media file written to disk: its name (from the hub), size and checked sha256."""
+
+    name: str
+    size: int
+    sha256: str
+
+
 class NewMember(msgspec.Struct):
     member: Member
     token: str

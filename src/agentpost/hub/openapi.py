@@ -59,6 +59,11 @@ class MemberReply(msgspec.Struct):
     member: MemberOut
 
 
+class MemberList(msgspec.Struct):
+    workspace: str
+    members: list[MemberOut]
+
+
 class MemberRemoved(msgspec.Struct):
     member: MemberOut
     hard: bool
@@ -185,6 +190,7 @@ _STRUCTS: list[type[msgspec.Struct]] = [
 ]
 _STRUCTS += [ThreadIn, ThreadOut, SendReply]  # threads (DESIGN.md §5)
 _STRUCTS += [CancelIn, MemberReply]  # connect (DESIGN.md §6)
+_STRUCTS += [MemberList]
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -417,6 +423,23 @@ def _operations() -> dict[str, dict[str, Any]]:
                 security=ADMIN,
                 params=[WS],
                 body="MemberIn",
+            ),
+            "get": _op(
+                "list_members",
+                (200, _json("MemberList")),
+                [Code.UNAUTHORIZED, Code.NO_WORKSPACE, Code.NOT_FOUND, *WRITE],
+                security=ADMIN,
+                params=[WS],
+            ),
+        },
+        "/v1/admin/workspaces/{ws}/members/{name}/token": {
+            "post": _op(
+                "reissue_token",
+                (200, _json("MemberCreated")),
+                [Code.UNAUTHORIZED, Code.NO_WORKSPACE, Code.MEMBER_NOT_FOUND, Code.NOT_FOUND]
+                + [Code.AGENT_REMOVED, Code.MEMBER_REMOVED, *WRITE],
+                security=ADMIN,
+                params=[WS, MEMBER_NAME],
             )
         },
         "/v1/admin/workspaces/{ws}/members/{name}": {

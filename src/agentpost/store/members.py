@@ -80,6 +80,22 @@ def add_token(db: Db, member_id: str, hashed: str) -> None:
     )
 
 
+def replace_tokens(db: Db, member_id: str, hashed: str) -> None:
+    """The member's only token from now on: every older one stops working."""
+    db.run("DELETE FROM tokens WHERE member_id = ?", (member_id,))
+    add_token(db, member_id, hashed)
+
+
+def list_members(db: Db, workspace_id: str) -> list[Member]:
+    """Every member of the workspace (removed ones too, with their status), by name."""
+    rows = db.all(
+        f"SELECT {MEMBER_COLS} FROM members m JOIN workspaces w ON w.id = m.workspace_id"
+        " WHERE m.workspace_id = ? ORDER BY m.name",
+        (workspace_id,),
+    )
+    return [member_of(r) for r in rows]
+
+
 def member_by_token(db: Db, hashed: str) -> Member | None:
     row = db.one(
         f"SELECT {MEMBER_COLS} FROM tokens t JOIN members m ON m.id = t.member_id"

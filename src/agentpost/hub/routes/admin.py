@@ -15,8 +15,8 @@ from agentpost.hub.notify import inbox_key, room_key
 from agentpost.hub.schemas import MemberIn, MemberOut, WorkspaceIn
 from agentpost.hub.state import hub_of
 from agentpost.store import members, rooms
-from agentpost.store.engine import Tx
-from agentpost.store.models import Member
+from agentpost.store.engine import Db, Tx
+from agentpost.store.models import Member, Workspace
 
 
 def member_out(m: Member) -> MemberOut:
@@ -65,13 +65,73 @@ async def add_member(request: Request) -> Response:
                 )
         m = members.create_member(tx, ws, body.name, body.kind, body.owner)
         if m is None:
-            raise RequestError(Code.MEMBER_EXISTS, f"member {body.name!r} exists in {ws_name!r}")
+            raise _exists(tx, ws.id, ws_name, body.name)
         members.add_token(tx, m.id, token_hash(token))
         return m
 
     m = await hub.engine.write(add)
     return json_response(
         201, msgspec.json.encode({"member": member_out(m), "token": token, "workspace": ws_name})
+    )
+
+
+def _exists(tx: Tx, workspace_id: str, ws_name: str, name: str) -> RequestError:
+    """`member_exists`; for a soft-removed member, how to free the name."""
+    old = members.member_by_name(tx, workspace_id, name)
+    if old is not None and old.status == "removed":
+        return RequestError(
+            Code.MEMBER_EXISTS,
+            f"member {name!r} of {ws_name!r} was removed softly and keeps its name (its "
+            "messages still name it); only a hard removal frees the name: "
+            f"DELETE /v1/admin/workspaces/{ws_name}/members/{name}?hard=true "
+            f"(agentpost admin member remove {ws_name} {name} --hard)",
+        )
+    return RequestError(Code.MEMBER_EXISTS, f"member {name!r} exists in {ws_name!r}")
+
+
+def _workspace(tx: Db, ws_name: str) -> Workspace:
+    ws = members.workspace_by_name(tx, ws_name)
+    if ws is None:
+        raise RequestError(Code.NO_WORKSPACE, f"no workspace {ws_name!r}")
+    return ws
+
+
+async def list_members(request: Request) -> Response:
+    """`GET /v1/admin/workspaces/{ws}/members`: every member, removed ones with their status."""
+    hub = hub_of(request)
+    auth.require_admin(request, hub.admin_hash)
+    ws_name = request.path_params["ws"]
+
+    def read(db: Db) -> list[Member]:
+        return members.list_members(db, _workspace(db, ws_name).id)
+
+    found = await hub.engine.read(read)
+    out = {"workspace": ws_name, "members": [member_out(m) for m in found]}
+    return json_response(200, msgspec.json.encode(out))
+
+
+async def reissue_token(request: Request) -> Response:
+    """`POST /v1/admin/workspaces/{ws}/members/{name}/token`: a new token for an active
+    member; its older tokens stop working at once (a lost or leaked token)."""
+    hub = hub_of(request)
+    auth.require_admin(request, hub.admin_hash)
+    ws_name = request.path_params["ws"]
+    name = request.path_params["name"]
+    token = new_token()
+
+    def reissue(tx: Tx) -> Member:
+        m = members.member_by_name(tx, _workspace(tx, ws_name).id, name)
+        if m is None:
+            raise RequestError(Code.MEMBER_NOT_FOUND, f"no member {name!r} in {ws_name!r}")
+        if m.status != "active":
+            raise auth.removed(m.name, m.kind)
+        members.replace_tokens(tx, m.id, token_hash(token))
+        return m
+
+    m = await hub.engine.write(reissue)
+    hub.tokens.forget(m.id)  # right after the commit: the old token is refused from now on
+    return json_response(
+        200, msgspec.json.encode({"member": member_out(m), "token": token, "workspace": ws_name})
     )
 
 
