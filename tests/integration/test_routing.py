@@ -189,8 +189,12 @@ def test_sensitive_filter_refuses_and_spends_the_key(room: Room) -> None:
     assert room.post("hana", "a harmless line").status_code == 201
 
 
-def test_llm_router_without_an_endpoint_stops(room: Room) -> None:
-    """No AGENTPOST_ROUTER_URL: an `llm` room wakes no one rather than guessing."""
-    assert room.settings("hana", router="llm").json()["room"]["router"] == "llm"
-    ev = room.say("hana", "anyone?")
-    assert (ev["targets"], ev["route"]) == ([], "router_stop")
+def test_llm_router_without_an_endpoint_is_refused(room: Room) -> None:
+    """No AGENTPOST_ROUTER_URL: choosing the `llm` router is refused (it would wake no one),
+    and the room routes as before."""
+    r = room.settings("hana", router="llm")
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert (err["code"], err["field"]) == ("invalid_request", "$.router")
+    assert "AGENTPOST_ROUTER_URL" in err["message"]
+    assert room.settings("hana").json()["room"]["router"] == "sole-agent"

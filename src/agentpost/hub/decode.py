@@ -10,6 +10,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
 from agentpost.core.errors import Code, RequestError
+from agentpost.hub.schemas import RULES_IN_WORDS
 
 T = TypeVar("T")
 
@@ -61,6 +62,8 @@ def decode_json(raw: bytes, type_: type[T]) -> T:
     except msgspec.ValidationError as exc:
         text = str(exc)
         field = text.rsplit("at `", 1)[1].rstrip("`") if "at `" in text else None
+        for regex, words in RULES_IN_WORDS.items():
+            text = text.replace(regex, words)
         raise RequestError(Code.INVALID_REQUEST, text, field=field) from exc
     except msgspec.DecodeError as exc:
         raise RequestError(Code.INVALID_JSON, f"malformed JSON: {exc}") from exc

@@ -10,7 +10,14 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 # `(?!\n)`: Python's `$` also matches before a final newline, JSON Schema's does not.
-Name = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}(?!\n)$")]
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}(?!\n)$"
+NAME_RULE = (
+    "a name: 1-63 characters, lowercase letters a-z, digits, `-` and `_`, "
+    "starting with a letter or a digit (e.g. `alice`, `build-bot`)"
+)
+Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN, description=NAME_RULE)]
+# A schema refusal says the rule in words, not the regex that checks it.
+RULES_IN_WORDS = {f"`str` matching regex {NAME_PATTERN!r}": NAME_RULE}
 ReplyKind = Literal["result", "error", "needs_input", "cancelled"]
 RouterPolicy = Literal["none", "sole-agent", "llm"]
 

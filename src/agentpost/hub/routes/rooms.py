@@ -53,11 +53,24 @@ def visible_room(db: Db, room_id: str, who: Member | None) -> Room:
     return room
 
 
+def _router_available(hub: Hub, router: str | None) -> None:
+    """`llm` needs a model endpoint: on a hub without one it would wake no one (§4)."""
+    if router == "llm" and hub.router_settings is None:
+        raise RequestError(
+            Code.INVALID_REQUEST,
+            "this hub has no model endpoint for the llm router (AGENTPOST_ROUTER_URL is not "
+            "set), so it would wake no one: choose sole-agent or none, or start the hub "
+            "with AGENTPOST_ROUTER_URL",
+            field="$.router",
+        )
+
+
 async def create_room(request: Request) -> Response:
     hub = hub_of(request)
     who = await caller(request, hub)
     ws_name = request.path_params["ws"]
     body = await read_json(request, RoomIn, hub.config.max_json_bytes)
+    _router_available(hub, body.router)
     if body.mode == "master" and body.master is None:
         raise RequestError(
             Code.INVALID_REQUEST, "a master-mode room needs `master`", field="$.master"
@@ -174,6 +187,7 @@ async def update_settings(request: Request) -> Response:
     who = await caller(request, hub)
     room_id = request.path_params["room"]
     body = await read_json(request, RoomSettingsIn, hub.config.max_json_bytes)
+    _router_available(hub, body.router)
     if who is not None and who.kind != "human":
         raise AuthError(Code.FORBIDDEN, "only a human participant changes how a room routes")
 
@@ -181,6 +195,8 @@ async def update_settings(request: Request) -> Response:
         room = visible_room(tx, room_id, who)
         mode = body.mode or room.mode
         master = body.master if body.master is not None else room.master
+        if mode == "dynamic":
+            master = None  # a master belongs to master mode; dynamic mode has none (§4)
         if mode == "master":
             m = members.member_by_name(tx, room.workspace_id, master) if master else None
             if m is None or m.kind != "agent" or m.status != "active":
