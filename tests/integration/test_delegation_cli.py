@@ -10,9 +10,9 @@ from hubproc import HubProcess
 
 
 def test_delegation_walkthrough(hub: HubProcess) -> None:
-    run(hub, "admin", "workspace", "create", "acme")
+    run(hub, "admin", "workspace", "create", "studio")
     tok = {
-        n: json.loads(run(hub, "admin", "member", "add", "acme", n, *args, "--json").stdout)[
+        n: json.loads(run(hub, "admin", "member", "add", "studio", n, *args, "--json").stdout)[
             "token"
         ]
         for n, args in [
@@ -27,7 +27,7 @@ def test_delegation_walkthrough(hub: HubProcess) -> None:
         "create",
         "launch",
         "-w",
-        "acme",
+        "studio",
         "-p",
         "planner",
         "-p",
@@ -84,7 +84,7 @@ def test_delegation_walkthrough(hub: HubProcess) -> None:
         ).stdout
     )
     assert settings["room"]["router"] == "none"
-    run(hub, "admin", "member", "remove", "acme", "writer")
+    run(hub, "admin", "member", "remove", "studio", "writer")
     refused = run(
         hub, "post", "launch", "-t", "still here", "--json", token=tok["writer"], check=False
     )
