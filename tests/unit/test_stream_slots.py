@@ -37,3 +37,31 @@ def test_a_page_holds_what_fits_and_always_one() -> None:
     assert fitting([(10,), (20,), (30,)], 60) == 3
     assert fitting([(100,), (1,)], 30) == 1  # a big first event still goes out alone
     assert fitting([], 30) == 0
+
+
+def test_a_page_says_whether_more_may_follow_it(tmp_path) -> None:  # noqa: ANN001
+    """Full at its row limit or cut by its byte budget; not full when it ran out of rows,
+    so a stream waits only when the store has nothing more for it."""
+    import sqlite3
+
+    from agentpost.store import events
+    from agentpost.store.sqlite import SQLiteDb
+
+    conn = sqlite3.connect(tmp_path / "t.sqlite3")
+    conn.execute("CREATE TABLE events (room_id TEXT, seq INTEGER, id TEXT, body BLOB)")
+    for seq, size in enumerate([10, 10, 50, 10], start=1):
+        conn.execute("INSERT INTO events VALUES ('r', ?, ?, ?)", (seq, f"e{seq}", b"x" * size))
+    db = SQLiteDb(conn)
+    by_limit = events.page(db, "r", 0, 2, max_bytes=1000)
+    assert ([s for s, _ in by_limit], by_limit.full) == ([1, 2], True)
+    by_size = events.page(db, "r", 0, 10, max_bytes=30)
+    assert ([s for s, _ in by_size], by_size.full) == ([1, 2], True)
+    big_alone = events.page(db, "r", 2, 10, max_bytes=30)
+    assert ([s for s, _ in big_alone], big_alone.full) == ([3], True)
+    rest = events.page(db, "r", 3, 10, max_bytes=30)
+    assert ([s for s, _ in rest], rest.full) == ([4], False)
+    assert (events.page(db, "r", 4, 10, max_bytes=30), events.page(db, "r", 4, 10).full) == (
+        [],
+        False,
+    )
+    conn.close()

@@ -12,11 +12,17 @@ def insert(db: Db, room_id: str, seq: int, event_id: str, body: bytes) -> None:
     )
 
 
-def page(
-    db: Db, room_id: str, after: int, limit: int, max_bytes: int | None = None
-) -> list[tuple[int, bytes]]:
+class Page(list[tuple[int, bytes]]):
+    """(position, body) rows, oldest first. `full`: the page stopped at its row limit or
+    at its byte budget, so more rows may follow it (read on before waiting for news)."""
+
+    full = False
+
+
+def page(db: Db, room_id: str, after: int, limit: int, max_bytes: int | None = None) -> Page:
     """(seq, body) of the room's events with seq > after, oldest first; with `max_bytes`,
     only as many as fit in that many body bytes (always at least one)."""
+    asked, cut = limit, False
     if max_bytes is not None:
         sizes = db.all(
             "SELECT length(body) FROM events WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?",
@@ -24,12 +30,19 @@ def page(
         )
         limit = fitting(sizes, max_bytes)
         if limit == 0:
-            return []
+            return Page()
+        cut = limit < len(sizes)
     rows = db.all(
         "SELECT seq, body FROM events WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         (room_id, after, limit),
     )
-    return [(int(r[0]), bytes(r[1])) for r in rows]
+    return paged([(int(r[0]), bytes(r[1])) for r in rows], cut or len(rows) == asked)
+
+
+def paged(rows: list[tuple[int, bytes]], full: bool) -> Page:
+    out = Page(rows)
+    out.full = full
+    return out
 
 
 def fitting(sizes: list[Row], max_bytes: int) -> int:

@@ -34,20 +34,22 @@ def _append(db: Db, member_id: str, room_id: str, seq: int) -> None:
 
 def page(
     db: Db, member_id: str, after: int, limit: int, max_bytes: int | None = None
-) -> list[tuple[int, bytes]]:
+) -> events.Page:
     """(cursor, event body) of the member's inbox rows past `after`, oldest first; with
     `max_bytes`, only as many as fit in that many body bytes (always at least one)."""
+    asked, cut = limit, False
     if max_bytes is not None:
         sizes = db.all(
             f"SELECT length(e.body) {_ROWS} ORDER BY i.cursor LIMIT ?", (member_id, after, limit)
         )
         limit = events.fitting(sizes, max_bytes)
         if limit == 0:
-            return []
+            return events.Page()
+        cut = limit < len(sizes)
     rows = db.all(
         f"SELECT i.cursor, e.body {_ROWS} ORDER BY i.cursor LIMIT ?", (member_id, after, limit)
     )
-    return [(int(r[0]), bytes(r[1])) for r in rows]
+    return events.paged([(int(r[0]), bytes(r[1])) for r in rows], cut or len(rows) == asked)
 
 
 _ROWS = (

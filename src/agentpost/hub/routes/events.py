@@ -20,6 +20,7 @@ from agentpost.hub.routes.sse import PAGE_BYTES, PAGE_EVENTS, sse_response
 from agentpost.hub.state import Hub, hub_of
 from agentpost.store import events
 from agentpost.store.engine import Db
+from agentpost.store.events import Page
 from agentpost.store.models import Member
 
 log = logging.getLogger("agentpost.hub")
@@ -89,8 +90,8 @@ async def _page(
     limit: int,
     max_bytes: int | None = None,
     stream: bool = False,
-) -> list[tuple[int, bytes]]:
-    def read(db: Db) -> list[tuple[int, bytes]]:
+) -> Page:
+    def read(db: Db) -> Page:
         if stream:  # a stream outlives its auth check: re-check the member on each page
             auth.still_active(db, member)
         visible_room(db, room_id, member)

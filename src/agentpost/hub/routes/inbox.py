@@ -28,6 +28,7 @@ from agentpost.hub.schemas import AckIn
 from agentpost.hub.state import hub_of
 from agentpost.store import inbox, members
 from agentpost.store.engine import Db, Tx
+from agentpost.store.events import Page
 
 MAX_WAIT = 60.0
 
@@ -78,8 +79,8 @@ async def inbox_stream(request: Request) -> Response:
         resume = await hub.engine.read(lambda db: members.inbox_cursor(db, member.id))
     after = resume
 
-    async def read_page(pos: int) -> list[tuple[int, bytes]]:
-        def read(db: Db) -> list[tuple[int, bytes]]:
+    async def read_page(pos: int) -> Page:
+        def read(db: Db) -> Page:
             auth.still_active(db, member)  # the stream ends when its member is removed
             return inbox.page(db, member.id, pos, PAGE_EVENTS, PAGE_BYTES)
 

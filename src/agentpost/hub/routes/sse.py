@@ -6,9 +6,10 @@ Data always comes from the store, after the position the reader has; a wake-up o
 `CHUNK_BYTES`, each handed over only once the transport has drained the one before (the
 server's send waits while its write buffer is full). A reader that stops reading therefore
 holds one page of the hub's memory, never its backlog; the rest stays in the store. The
-loop reads until a page comes back empty, then waits; silence is broken by `: keep-alive`
-comments so proxies keep the connection. A member holds a bounded number of streams
-(hub/streams.py), and every stream ends when the hub shuts down.
+loop reads on while pages come back full (at their row limit or byte budget), then waits;
+silence is broken by `: keep-alive` comments so proxies keep the connection. A member
+holds a bounded number of streams (hub/streams.py); every stream ends when the hub shuts
+down.
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ from starlette.types import Receive, Scope, Send
 from agentpost.core.errors import AgentpostError
 from agentpost.hub.notify import wait
 from agentpost.hub.state import Hub
+from agentpost.store.events import Page
 from agentpost.store.models import Member
 
 log = logging.getLogger("agentpost.hub")
-
-Page = list[tuple[int, bytes]]
 
 PAGE_EVENTS = 200
 PAGE_BYTES = 512 * 1024
@@ -103,12 +103,13 @@ def sse_response(
                 if rows:
                     for chunk in chunks(frame(pos, body) for pos, body in rows):
                         yield chunk  # the send waits here while the reader is behind
-                    position = rows[-1][0]
+                    position, full = rows[-1][0], rows.full
                     del rows  # not held while the next page is read
                     await asyncio.sleep(0)
                     if await request.is_disconnected():
                         return
-                    continue  # a page may be cut by size: read until one comes back empty
+                    if full:  # cut by its limit or its size: more may be there already
+                        continue
                 if not await wait(woken, keepalive) and not notifier.closed:
                     yield b": keep-alive\n\n"
         finally:
