@@ -8,20 +8,32 @@ first word that is no @mention decides):
 - `file NAME …` writes NAME in its working directory and returns it as a `resource_link`;
 - `ask …`       answers with a question: the final message carries
                 `_meta["ag2/reply_kind"] = "needs_input"`;
+- `later NAME …` answers now, then delivers a file NAME and a text into the room after
+                its Turn, with `_ag2/deliver` (docs/deliver.md), sending the same request
+                three times as an agent whose answers got lost would; results are printed
+                on stderr as `delivery result: {...}`;
 - anything else is echoed back: `echo: <text>`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 from acp import PROTOCOL_VERSION, run_agent, text_block, update_agent_message
 from acp.helpers import resource_link_block
-from acp.schema import AgentMessageChunk, InitializeResponse, NewSessionResponse, PromptResponse
+from acp.schema import (
+    AgentCapabilities,
+    AgentMessageChunk,
+    InitializeResponse,
+    NewSessionResponse,
+    PromptResponse,
+)
 
 
 class EchoAgent:
@@ -29,18 +41,38 @@ class EchoAgent:
         self.conn: Any = None
         self.cwd: dict[str, Path] = {}
         self.cancelled: dict[str, asyncio.Event] = {}
+        self.delivery: dict[str, dict[str, Any]] = {}
+        self.later: set[asyncio.Task[None]] = set()
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
-        return InitializeResponse(protocol_version=PROTOCOL_VERSION)
+        # Declaring ag2/deliver: the Worker then hands each Session a binding.
+        caps = AgentCapabilities(field_meta={"ag2/deliver": True})
+        return InitializeResponse(protocol_version=PROTOCOL_VERSION, agent_capabilities=caps)
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
         session_id = uuid.uuid4().hex
         self.cwd[session_id] = Path(cwd)
         self.cancelled[session_id] = asyncio.Event()
+        if isinstance(kwargs.get("ag2/delivery"), dict):
+            self.delivery[session_id] = kwargs["ag2/delivery"]
         return NewSessionResponse(session_id=session_id)
+
+    async def deliver_later(self, binding: dict[str, Any], name: str, text: str) -> None:
+        await asyncio.sleep(0.5)  # the work "finishes" after the Turn
+        path = Path(binding["export_dir"]) / name
+        path.write_text(f"delivered later for: {text}\n")
+        request = {
+            "binding": binding["binding"],
+            "id": f"later-{name}",
+            "parts": [{"type": "file", "path": str(path)}, {"type": "text", "text": f"{name} is ready"}],
+        }
+        for _ in range(3):  # a resend gets the same answer, never a second post
+            result = await self.conn.ext_method("ag2/deliver", request)  # `_ag2/deliver` on the wire
+            sys.stderr.write(f"delivery result: {json.dumps(result)}\n")
+            sys.stderr.flush()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         if session_id in self.cancelled:
@@ -69,6 +101,16 @@ class EchoAgent:
             await self.say(session_id, update_agent_message(text_block(f"here is {words[1]}")))
             link = resource_link_block(words[1], path.resolve().as_uri())
             await self.say(session_id, update_agent_message(link))
+            return PromptResponse(stop_reason="end_turn")
+        if words[:1] == ["later"] and len(words) > 1 and re.fullmatch(r"[\w.-]+", words[1]):
+            binding = self.delivery.get(session_id)
+            if binding is None:
+                await self.say(session_id, update_agent_message(text_block("no binding: cannot deliver")))
+                return PromptResponse(stop_reason="end_turn")
+            task = asyncio.create_task(self.deliver_later(binding, words[1], text))
+            self.later.add(task)
+            task.add_done_callback(self.later.discard)
+            await self.say(session_id, update_agent_message(text_block(f"{words[1]} will follow")))
             return PromptResponse(stop_reason="end_turn")
         if words[:1] == ["ask"]:
             question = update_agent_message(text_block("Which one do you mean?"))

@@ -170,3 +170,17 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0) -> Any:
 def quiet_for(seconds: float) -> None:
     """Let time pass to show that something does NOT happen (never to synchronise)."""
     time.sleep(seconds)
+
+
+@pytest.fixture
+def c_trick(connected: Connected) -> Connected:
+    """`connected` with bot's Worker running the trick agent (it declares ag2/deliver)."""
+    connected.worker(agent_cmd(AGENTS / "trick_agent.py"))
+    return connected
+
+
+@pytest.fixture
+def c_echo(connected: Connected) -> Connected:
+    """`connected` with bot's Worker running the example agent."""
+    connected.worker()
+    return connected

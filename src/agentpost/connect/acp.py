@@ -32,6 +32,7 @@ STDERR_TAIL_BYTES = 8192
 READ_CHUNK = 1024 * 1024
 HIDDEN_ENV = ("AGENTPOST_TOKEN", "AGENTPOST_ADMIN_TOKEN")
 METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
 
 
 class AgentFailed(Exception):
@@ -40,6 +41,10 @@ class AgentFailed(Exception):
 
 class MethodNotFound(Exception):
     """Raised by an extension handler for a method it does not know (→ -32601)."""
+
+
+class InvalidParams(Exception):
+    """Raised by an extension handler for a request of the wrong shape (→ -32602)."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +193,8 @@ class _Client:
             raise RequestError(
                 METHOD_NOT_FOUND, "Method not found", {"method": f"_{method}"}
             ) from None
+        except InvalidParams as exc:
+            raise RequestError(INVALID_PARAMS, "Invalid params", {"details": str(exc)}) from None
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.info("agent sent extension notification _%s; ignored", method)

@@ -20,13 +20,21 @@ from pathlib import Path
 from typing import Any
 
 from agentpost.client import AsyncHubClient, Event, HubError, HubRefused, InboxItem
-from agentpost.connect import keys, replies, turns
-from agentpost.connect.acp import AgentFailed, PromptLink, RequestFailed
+from agentpost.connect import bindings, keys, replies, turns
+from agentpost.connect.acp import (
+    AgentFailed,
+    InvalidParams,
+    MethodNotFound,
+    PromptLink,
+    RequestFailed,
+)
 from agentpost.connect.agent import AgentSupervisor
+from agentpost.connect.deliver import BadRequest, Deliveries
 from agentpost.connect.egress import EgressRoots
+from agentpost.connect.ledger import Ledger, LedgerUnavailable
 from agentpost.connect.permissions import PermissionPolicy
 from agentpost.connect.sessions import Admission, SessionKey
-from agentpost.connect.workspace import Workspace
+from agentpost.connect.workspace import LEDGER, Workspace, WorkspaceError
 
 log = logging.getLogger("agentpost.connect.worker")
 
@@ -80,8 +88,14 @@ class Worker:
         self.admission: Admission | None = None
         self.egress: EgressRoots | None = None
         self.agent = AgentSupervisor(
-            config.agent_argv, config.repo, PermissionPolicy(config.allow_permissions)
+            config.agent_argv,
+            config.repo,
+            PermissionPolicy(config.allow_permissions),
+            ext=self._ext,
+            client_meta=self._client_meta,
         )
+        self.ledger: Ledger | None = None
+        self.deliveries: Deliveries | None = None
         self.counters = {
             "wakeups": 0,
             "turns": 0,
@@ -109,7 +123,7 @@ class Worker:
         """Run until SIGTERM/SIGINT (0) or a refusal of this agent's token (1)."""
         self.workspace.prepare()
         self.workspace.lock()
-        self.worker_id = self.workspace.worker_id()
+        id_problem = self._worker_identity()
         me = await replies.until_answered("who am I", self.client.me)
         self.me = str(me["member"]["name"])
         self.owner = me["member"].get("owner")
@@ -128,6 +142,9 @@ class Worker:
             self.workspace.root / "collaborators",
             self._owner_of,
         )
+        self._declare(caps, max_upload, id_problem)
+        assert self.deliveries is not None
+        self._spawn(self.deliveries.finish_in_progress())
         log.info(
             "worker %s for agent %s (owner %s) in %s; inbox acknowledged up to %d",
             self.worker_id,
@@ -158,6 +175,109 @@ class Worker:
         self._write_status()
         await self.client.aclose()
         return code
+
+    # -- deferred delivery: declaring (DESIGN.md §6 "Declaring", "Ledger") ------------
+
+    def _worker_identity(self) -> str | None:
+        """Set the worker id; a reason delivery cannot be enabled because of it, or None."""
+        ledger_path = self.workspace.root / LEDGER
+        problem: str | None
+        try:
+            found = self.workspace.read_worker_id()
+        except WorkspaceError as exc:
+            found, problem = None, str(exc)
+        else:
+            problem = None if found else "worker-id is missing"
+        if found is None and not ledger_path.exists():
+            self.worker_id = self.workspace.worker_id()  # first start: minted once
+            return None
+        ledger = Ledger(ledger_path)
+        try:
+            ledger.open()
+            stored = ledger.worker_ids()
+        except LedgerUnavailable as exc:
+            stored, problem = set(), problem or f"the ledger cannot be read ({exc})"
+        self.ledger = ledger
+        if found is not None:
+            self.worker_id = found
+            if stored - {found}:
+                return "worker-id disagrees with the ledger's entries"
+            return problem
+        if len(stored) == 1:  # Turns keep their keys; delivery stays off (never re-mint)
+            self.worker_id = next(iter(stored))
+        else:
+            raise WorkspaceError(
+                f"{problem} and the ledger names {len(stored)} worker ids; "
+                "restore worker-id or move deliveries.sqlite3 away"
+            )
+        return f"{problem}; a new one is never minted over an existing ledger"
+
+    def _declare(self, caps: dict[str, Any], max_upload: int, id_problem: str | None) -> None:
+        reason = id_problem
+        idem = caps.get("room_post_idempotency")
+        export = bindings.export_root(self.workspace.root)
+        if reason is None and not (
+            isinstance(idem, dict) and idem.get("status_header") == "Idempotency-Status"
+        ):
+            reason = "the hub does not report room_post_idempotency"
+        if reason is None:
+            for root in [self.config.repo, *self.config.egress_roots]:
+                real = Path(os.path.realpath(root))
+                if real == Path(os.path.realpath(export)) or real in Path(
+                    os.path.realpath(export)
+                ).parents:
+                    reason = f"Turn egress root {root} contains {export}"
+                    break
+        if reason is None:
+            try:
+                if self.ledger is None:
+                    self.ledger = Ledger(self.workspace.root / LEDGER)
+                self.ledger.open()
+                bindings.ensure_folder(export)
+                self.ledger.prune(time.time())
+            except (LedgerUnavailable, OSError) as exc:
+                reason = f"the ledger cannot be used ({exc})"
+        enabled = reason is None
+        self.deliveries = Deliveries(
+            self.ledger,
+            self.worker_id,
+            self.client,
+            self._still_admitted,
+            max_upload,
+            enabled,
+            reason or "",
+        )
+        if enabled:
+            log.info("delivery (_ag2/deliver): enabled (hub keys echo, ledger locked, roots apart)")
+        else:
+            log.warning("delivery (_ag2/deliver): not enabled: %s", reason)
+
+    def _client_meta(self) -> dict[str, Any]:
+        on = self.deliveries is not None and self.deliveries.enabled
+        return {"ag2/deliver": True} if on else {}
+
+    def _agent_delivers(self) -> bool:
+        conn = self.agent.conn
+        return (
+            self.deliveries is not None
+            and self.deliveries.enabled
+            and conn is not None
+            and conn.agent_meta.get("ag2/deliver") is True
+        )
+
+    async def _still_admitted(self, room: str, who: str) -> bool:
+        """A collaborator binding's sender, re-checked at every delivery (§6)."""
+        assert self.admission is not None
+        return await self.admission.key_for(room, who, "agent") is not None
+
+    async def _ext(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method != "ag2/deliver" or self.deliveries is None:
+            log.info("agent asked for unknown extension _%s: method not found", method)
+            raise MethodNotFound(method)
+        try:
+            return await self.deliveries.handle(params)
+        except BadRequest as exc:
+            raise InvalidParams(str(exc)) from exc
 
     def _reload(self) -> None:
         if self.admission is not None:
@@ -346,7 +466,14 @@ class Worker:
         ev = running.trigger
         try:
             conn = await self.agent.wait_ready(self.config.agent_start_wait)
-            session_id = await self.agent.session_for(conn, running.key, {})
+            meta: dict[str, Any] = {}
+            if self._agent_delivers() and self.ledger is not None:
+                try:
+                    b = bindings.renew(self.ledger, self.workspace.root, self.worker_id, running.key)
+                    meta = bindings.session_meta(b)
+                except (LedgerUnavailable, OSError) as exc:
+                    log.error("binding for %s not renewed: %s", running.key.label(), exc)
+            session_id = await self.agent.session_for(conn, running.key, meta)
         except AgentFailed as exc:
             return turns.failed(turns.AGENT_UNAVAILABLE, str(exc), None)
         running.session_id = session_id
@@ -487,9 +614,25 @@ class Worker:
             "inbox": {"acked": self.acked, "seen": self._max_seen, "open": sorted(self._open)},
             "running": [r.trigger.id for r in self._running.values()],
             "turns": list(self._recent),
+            "delivery": self._delivery_status(),
             "counters": dict(self.counters),
             "updated_at": time.time(),
         }
+
+    def _delivery_status(self) -> dict[str, Any]:
+        d = self.deliveries
+        out: dict[str, Any] = {"enabled": bool(d and d.enabled), "reason": d.reason if d else ""}
+        if self.ledger is not None:
+            try:
+                out["bindings"] = [
+                    {"binding": b.binding, "room": b.room, "who": b.who, "expires_at": b.expires_at}
+                    for b in self.ledger.bindings()
+                ]
+                out["deliveries"] = self.ledger.recent()
+                out["by_outcome"] = self.ledger.counts()
+            except LedgerUnavailable as exc:
+                out["ledger_error"] = str(exc)
+        return out
 
     def _write_status(self) -> None:
         try:

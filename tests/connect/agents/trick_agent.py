@@ -7,12 +7,15 @@ failure tests. Start flag: `--crash-at-start`. The first word of the prompt text
   hang       never answer (ignores cancel)               slow N  answer after N s (ignores cancel)
   link URI   return URI as a resource_link               perm    ask for permission, report
   ext        call an unknown `_x/unknown`, report error  env     report what the env holds
+  deliver J  send `_ag2/deliver` with the JSON J ($BINDING, $EXPORT replaced), reply its result
+  binding    reply the Session's `_meta["ag2/delivery"]` (or "none")
 Every prompt first writes `$TRICK_MARKER_DIR/prompt-<n>` when that variable is set.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import uuid
@@ -22,6 +25,7 @@ from typing import Any
 from acp import PROTOCOL_VERSION, RequestError, run_agent, text_block, update_agent_message
 from acp.helpers import resource_link_block
 from acp.schema import (
+    AgentCapabilities,
     InitializeResponse,
     NewSessionResponse,
     PermissionOption,
@@ -40,15 +44,20 @@ def mark() -> None:
 class TrickAgent:
     def __init__(self) -> None:
         self.conn: Any = None
+        self.delivery: dict[str, Any] = {}
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
-        return InitializeResponse(protocol_version=PROTOCOL_VERSION)
+        caps = AgentCapabilities(field_meta={"ag2/deliver": True})
+        return InitializeResponse(protocol_version=PROTOCOL_VERSION, agent_capabilities=caps)
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
-        return NewSessionResponse(session_id=uuid.uuid4().hex)
+        session_id = uuid.uuid4().hex
+        if isinstance(kwargs.get("ag2/delivery"), dict):
+            self.delivery[session_id] = kwargs["ag2/delivery"]
+        return NewSessionResponse(session_id=session_id)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         return None
@@ -112,6 +121,17 @@ class TrickAgent:
                 await self.say(session_id, f"ext answered: {result!r}")
             except RequestError as exc:
                 await self.say(session_id, f"ext error {exc.code}")
+        elif word == "binding":
+            await self.say(session_id, json.dumps(self.delivery.get(session_id) or "none"))
+        elif word == "deliver":
+            d = self.delivery.get(session_id) or {"binding": "", "export_dir": ""}
+            raw = text.split("deliver", 1)[1].strip()
+            raw = raw.replace("$BINDING", d["binding"]).replace("$EXPORT", d["export_dir"])
+            try:
+                result = await self.conn.ext_method("ag2/deliver", json.loads(raw))
+                await self.say(session_id, json.dumps(result, sort_keys=True))
+            except RequestError as exc:
+                await self.say(session_id, f"deliver error {exc.code}")
         elif word == "env":
             token = "present" if "AGENTPOST_TOKEN" in os.environ else "absent"
             admin = "present" if "AGENTPOST_ADMIN_TOKEN" in os.environ else "absent"

@@ -1,0 +1,273 @@
+"""`_ag2/deliver` (DESIGN.md §6 "The request", "Rules"): every outcome of a delivery is
+decided here, from the named constants below, rule by rule in the design's order.
+
+(1) ledger first: a known id answers from the ledger, or continues under its stored worker
+id and key; the same id under another binding is `conflict`. (2) another worker's binding
+with no entry is `not_mine`. (3) this Worker's expired, revoked or unknown binding — or a
+collaborator no longer admitted — is `rejected`. (4) the first-seen entry is written (and
+fsync'd) before the first hub call; a failed write is `retry`. (5) parts are posted, files
+first then text, each its own keyed event. (6) a final after some parts posted posts one
+keyed notice line. (7) past 23 h an unfinished delivery is `expired`. An accepted delivery
+runs to completion even if the agent disconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import mimetypes
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from agentpost.client import AsyncHubClient, HubError, HubRefused, HubUnavailable
+from agentpost.connect import keys
+from agentpost.connect.egress import EgressRefused, EgressRoots
+from agentpost.connect.ledger import Entry, Ledger, LedgerUnavailable
+
+log = logging.getLogger("agentpost.connect.deliver")
+
+DELIVERED = "delivered"
+RETRY = "retry"
+FINAL = "final"
+UNKNOWN = "unknown"
+CONFLICT = "conflict"
+REJECTED = "rejected"
+EXPIRED = "expired"
+NOT_MINE = "not_mine"
+
+STOP_SECONDS = 23 * 3600
+MAX_PARTS = 32
+MAX_ID = 200
+
+Admitted = Callable[[str, str], Awaitable[bool]]
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def retry(reason: str, expires_at: str | None) -> dict[str, Any]:
+    return {"status": RETRY, "reason": reason, "expires_at": expires_at}
+
+
+def final(reason: str, data: dict[str, Any], expires_at: str | None) -> dict[str, Any]:
+    return {"status": FINAL, "reason": reason, "data": data, "expires_at": expires_at}
+
+
+def delivered(indices: list[int], event_ids: list[str], expires_at: str) -> dict[str, Any]:
+    return {
+        "status": DELIVERED,
+        "delivered": indices,
+        "event_ids": event_ids,
+        "expires_at": expires_at,
+    }
+
+
+class BadRequest(Exception):
+    """The request does not have §6's shape (answered -32602, nothing recorded)."""
+
+
+def order(parts: list[dict[str, Any]]) -> list[int]:
+    """Files first, then text, each group in request order."""
+    files = [i for i, p in enumerate(parts) if p["type"] == "file"]
+    return files + [i for i, p in enumerate(parts) if p["type"] == "text"]
+
+
+def check(params: dict[str, Any]) -> tuple[str, str, list[dict[str, Any]]]:
+    binding, did, parts = params.get("binding"), params.get("id"), params.get("parts")
+    if not isinstance(binding, str) or not binding:
+        raise BadRequest("binding must be a non-empty string")
+    if not isinstance(did, str) or not 0 < len(did) <= MAX_ID:
+        raise BadRequest(f"id must be a string of 1 to {MAX_ID} characters")
+    if not isinstance(parts, list) or not 0 < len(parts) <= MAX_PARTS:
+        raise BadRequest(f"parts must be a list of 1 to {MAX_PARTS} parts")
+    for i, p in enumerate(parts):
+        ok = isinstance(p, dict) and (
+            (p.get("type") == "file" and isinstance(p.get("path"), str) and p["path"])
+            or (p.get("type") == "text" and isinstance(p.get("text"), str) and p["text"].strip())
+        )
+        if not ok:
+            raise BadRequest(f"part {i} must be {{type: file, path}} or {{type: text, text}}")
+    return binding, did, parts
+
+
+class Deliveries:
+    """The Worker's side of `_ag2/deliver`."""
+
+    def __init__(
+        self,
+        ledger: Ledger | None,
+        worker_id: str,
+        client: AsyncHubClient,
+        admitted: Admitted,
+        max_upload: int,
+        enabled: bool,
+        reason: str,
+    ) -> None:
+        self.ledger = ledger
+        self.worker_id = worker_id
+        self.client = client
+        self.admitted = admitted
+        self.max_upload = max_upload
+        self.enabled = enabled
+        self.reason = reason
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[dict[str, Any]]] = set()
+
+    async def handle(self, params: dict[str, Any]) -> dict[str, Any]:
+        binding, did, parts = check(params)
+        # Run in a task the Worker owns: a delivery accepted runs to completion even when
+        # the agent's connection (and this request's handler) goes away.
+        task = asyncio.ensure_future(self._handle(binding, did, parts))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return await asyncio.shield(task)
+
+    async def _handle(self, binding: str, did: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+        lock = self._locks.setdefault(did, asyncio.Lock())
+        async with lock:
+            result = await self._decide(binding, did, parts)
+        log.info("delivery %s under %s: %s %s", did, binding, result["status"], result.get("reason", ""))
+        return result
+
+    async def _decide(self, binding: str, did: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.ledger is None:
+            return retry(f"delivery is not enabled: {self.reason}", None)
+        try:
+            entry = self.ledger.get(did)  # rule 1: the ledger first
+        except LedgerUnavailable as exc:
+            log.error("ledger unreadable: %s", exc)
+            return retry("the delivery ledger cannot be read", None)
+        if entry is not None:
+            expires = _iso(entry.first_seen + STOP_SECONDS)
+            if entry.binding != binding:
+                return final(CONFLICT, {"binding": entry.binding}, expires)
+            if entry.result is not None:
+                return entry.result
+            return await self._post(entry)
+        if not binding.startswith(self.worker_id + "."):  # rule 2
+            return final(NOT_MINE, {"binding": binding}, None)
+        now = time.time()
+        expires = _iso(now + STOP_SECONDS)
+        try:
+            b = self.ledger.binding(binding)
+        except LedgerUnavailable:
+            return retry("the delivery ledger cannot be read", None)
+        if b is None or b.revoked or b.expires_at < now:  # rule 3
+            why = "unknown" if b is None else ("revoked" if b.revoked else "expired")
+            return final(REJECTED, {"binding": binding, "why": f"binding {why}"}, expires)
+        if not b.owner_tier and not await self.admitted(b.room, b.who):
+            return final(REJECTED, {"binding": binding, "why": "collaborator no longer listed"}, expires)
+        if not self.enabled:
+            return retry(f"delivery is paused: {self.reason}", expires)
+        entry = Entry(did, binding, b.room, self.worker_id, parts, first_seen=now)
+        try:
+            self.ledger.first_seen(entry)  # rule 4: written ahead, before any hub call
+        except LedgerUnavailable as exc:
+            log.error("first-seen write failed: %s", exc)
+            return retry("the delivery ledger cannot be written", expires)
+        _crash("after_first_seen")
+        entry.posted = {}
+        return await self._post(entry, Path(b.export_dir))
+
+    async def _post(self, e: Entry, export_dir: Path | None = None) -> dict[str, Any]:
+        assert self.ledger is not None
+        expires = _iso(e.first_seen + STOP_SECONDS)
+        if time.time() > e.first_seen + STOP_SECONDS:  # rule 7: keys live 24 h
+            return await self._final(e, EXPIRED, {"why": "23 hours passed"}, expires)
+        if export_dir is None:
+            b = self.ledger.binding(e.binding)
+            export_dir = Path(b.export_dir) if b else None
+        for index in order(e.parts):
+            if str(index) in e.posted:
+                continue
+            key = keys.part_key(e.worker_id, e.id, index)
+            part = e.parts[index]
+            try:
+                event_id = await self._post_part(e.room, part, key, export_dir)
+            except EgressRefused as exc:
+                return await self._final(e, REJECTED, {"part": index, "why": str(exc)}, expires)
+            except HubRefused as exc:
+                reason = CONFLICT if exc.code == "idempotency_conflict" else REJECTED
+                if exc.status == 409 and exc.body.get("state") == "unknown":
+                    reason = UNKNOWN
+                return await self._final(e, reason, {"part": index, "hub": exc.code}, expires)
+            except HubError as exc:  # 409 running, 5xx, timeouts, no connection
+                return retry(f"the hub could not take part {index} now ({exc.code})", expires)
+            try:
+                self.ledger.posted(e, str(index), event_id)
+            except LedgerUnavailable:
+                return retry("the delivery ledger cannot be written", expires)
+            _crash(f"after_part_{index}")
+        indices = order(e.parts)
+        result = delivered(indices, [e.posted[str(i)] for i in indices], expires)
+        self.ledger.finish(e, result)
+        return result
+
+    async def _post_part(
+        self, room: str, part: dict[str, Any], key: str, export_dir: Path | None
+    ) -> str:
+        if part["type"] == "text":
+            res = await self.client.post_message(room, part["text"].strip()[:60000], key=key)
+        else:
+            if export_dir is None:
+                raise EgressRefused("the binding's export folder is gone")
+            opened = EgressRoots([export_dir], self.max_upload).open("file://" + part["path"])
+            mime = mimetypes.guess_type(opened.name)[0] or "application/octet-stream"
+            with os.fdopen(opened.fd, "rb") as f:
+                res = await self.client.upload_file(room, f, opened.name, key=key, mime_type=mime)
+        if res.idempotency_status not in ("created", "replayed"):
+            # It did post; answer it delivered, and declare no more until a probe succeeds.
+            self.enabled = False
+            self.reason = "the hub answered a keyed post without Idempotency-Status"
+            log.error("%s: delivery declaration withdrawn", self.reason)
+        return res.event.id
+
+    async def _final(
+        self, e: Entry, reason: str, data: dict[str, Any], expires: str
+    ) -> dict[str, Any]:
+        """Rule 6: a final after some parts posted says so in the room, once (keyed)."""
+        assert self.ledger is not None
+        sent = [k for k in e.posted if k != "notice"]
+        if sent and "notice" not in e.posted:
+            what = "may not have been sent" if reason == UNKNOWN else "could not be sent"
+            text = f"Part of a delivery {what} ({reason}); {len(sent)} of {len(e.parts)} parts are above."
+            try:
+                res = await self.client.post_message(
+                    e.room, text, key=keys.part_key(e.worker_id, e.id, "notice"),
+                    metadata={"agentpost/notice": "delivery_partial"},
+                )
+                self.ledger.posted(e, "notice", res.event.id)
+            except (HubError, LedgerUnavailable) as exc:
+                if isinstance(exc, HubUnavailable) or not isinstance(exc, HubRefused):
+                    return retry("the notice for a partial delivery could not be posted", expires)
+                log.error("notice for delivery %s refused: %s", e.id, exc)
+        result = final(reason, data, expires)
+        try:
+            self.ledger.finish(e, result)
+        except LedgerUnavailable:
+            return retry("the delivery ledger cannot be written", expires)
+        return result
+
+    async def finish_in_progress(self) -> None:
+        """At start: entries left in progress finish under their stored worker id."""
+        if self.ledger is None:
+            return
+        try:
+            entries = self.ledger.in_progress()
+        except LedgerUnavailable:
+            return
+        for e in entries:
+            lock = self._locks.setdefault(e.id, asyncio.Lock())
+            async with lock:
+                result = await self._post(e)
+            log.info("delivery %s resumed at start: %s", e.id, result["status"])
+
+
+def _crash(name: str) -> None:
+    from agentpost.connect.worker import crash_point
+
+    crash_point(name)

@@ -1,0 +1,216 @@
+"""The delivery ledger (DESIGN.md §6 "Ledger"): `<workspace>/deliveries.sqlite3`, WAL,
+synchronous FULL, one writer per workspace (the Worker holds `worker.lock`).
+
+Each entry: id, binding, room, worker id, per-part state (event ids), first-seen, result.
+Written ahead: the first-seen entry is committed (fsync'd by FULL) before the first hub
+call. Read fail-closed: any error reading it is `LedgerUnavailable` (answer `retry`),
+never "no entry". Bindings live here too, under the same durability rules.
+Retention: entries are kept 30 days whatever their binding; at most 10,000, never dropping
+one in progress or one finished less than 24 h ago.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+IN_PROGRESS = "in_progress"
+FINISHED = "finished"
+KEEP_SECONDS = 30 * 86400
+CAP = 10_000
+YOUNG_SECONDS = 86400
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS deliveries (
+  id TEXT PRIMARY KEY, binding TEXT NOT NULL, room TEXT NOT NULL, worker_id TEXT NOT NULL,
+  parts TEXT NOT NULL, posted TEXT NOT NULL, state TEXT NOT NULL, result TEXT,
+  first_seen REAL NOT NULL, finished_at REAL
+);
+CREATE TABLE IF NOT EXISTS bindings (
+  binding TEXT PRIMARY KEY, room TEXT NOT NULL, who TEXT NOT NULL, owner_tier INTEGER NOT NULL,
+  export_dir TEXT NOT NULL, expires_at REAL NOT NULL, revoked INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+
+class LedgerUnavailable(Exception):
+    """The ledger cannot be read or written now: every request is `retry`."""
+
+
+@dataclass
+class Entry:
+    id: str
+    binding: str
+    room: str
+    worker_id: str
+    parts: list[dict[str, Any]]
+    posted: dict[str, str] = field(default_factory=dict)  # part ("0", "notice") → event id
+    state: str = IN_PROGRESS
+    result: dict[str, Any] | None = None
+    first_seen: float = 0.0
+
+
+@dataclass
+class Binding:
+    binding: str
+    room: str
+    who: str
+    owner_tier: bool
+    export_dir: str
+    expires_at: float
+    revoked: bool = False
+
+
+class Ledger:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db: sqlite3.Connection | None = None
+
+    def open(self) -> None:
+        try:
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(_SCHEMA)
+            db.execute("SELECT COUNT(*) FROM deliveries").fetchone()
+            self.path.chmod(0o600)
+        except (sqlite3.Error, OSError) as exc:
+            raise LedgerUnavailable(f"{self.path}: {exc}") from exc
+        self._db = db
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.open()
+        assert self._db is not None
+        return self._db
+
+    def _run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return self._conn().execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"{self.path}: {exc}") from exc
+
+    # -- deliveries -------------------------------------------------------------------
+
+    def get(self, delivery_id: str) -> Entry | None:
+        rows = self._run(
+            "SELECT id, binding, room, worker_id, parts, posted, state, result, first_seen"
+            " FROM deliveries WHERE id = ?",
+            (delivery_id,),
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        try:
+            return Entry(
+                r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6],
+                json.loads(r[7]) if r[7] else None, float(r[8]),
+            )
+        except (ValueError, TypeError) as exc:
+            raise LedgerUnavailable(f"entry {delivery_id!r} cannot be read: {exc}") from exc
+
+    def first_seen(self, e: Entry) -> None:
+        """Write the entry ahead of any hub call (committed and fsync'd when this returns)."""
+        self._run(
+            "INSERT INTO deliveries (id, binding, room, worker_id, parts, posted, state,"
+            " first_seen) VALUES (?, ?, ?, ?, ?, '{}', ?, ?)",
+            (e.id, e.binding, e.room, e.worker_id, json.dumps(e.parts), IN_PROGRESS, e.first_seen),
+        )
+
+    def posted(self, e: Entry, part: str, event_id: str) -> None:
+        e.posted[part] = event_id
+        self._run("UPDATE deliveries SET posted = ? WHERE id = ?", (json.dumps(e.posted), e.id))
+
+    def finish(self, e: Entry, result: dict[str, Any]) -> None:
+        e.state, e.result = FINISHED, result
+        self._run(
+            "UPDATE deliveries SET state = ?, result = ?, finished_at = ? WHERE id = ?",
+            (FINISHED, json.dumps(result), time.time(), e.id),
+        )
+
+    def worker_ids(self) -> set[str]:
+        return {r[0] for r in self._run("SELECT DISTINCT worker_id FROM deliveries")}
+
+    def in_progress(self) -> list[Entry]:
+        ids = [r[0] for r in self._run("SELECT id FROM deliveries WHERE state = ?", (IN_PROGRESS,))]
+        return [e for e in (self.get(i) for i in ids) if e is not None]
+
+    def recent(self, limit: int = 20) -> list[dict[str, Any]]:
+        rows = self._run(
+            "SELECT id, binding, room, state, result, first_seen FROM deliveries"
+            " ORDER BY first_seen DESC LIMIT ?",
+            (limit,),
+        )
+        return [
+            {
+                "id": r[0],
+                "binding": r[1],
+                "room": r[2],
+                "state": r[3],
+                "outcome": (json.loads(r[4]) or {}).get("status") if r[4] else None,
+                "first_seen": r[5],
+            }
+            for r in rows
+        ]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for state, result in self._run("SELECT state, result FROM deliveries"):
+            key = json.loads(result).get("status", state) if result else state
+            out[key] = out.get(key, 0) + 1
+        return out
+
+    def prune(self, now: float) -> int:
+        """Drop entries past 30 days, then the oldest finished ones over the cap (never one in
+        progress, never one finished less than 24 h ago)."""
+        gone = len(
+            self._run(
+                "DELETE FROM deliveries WHERE state = ? AND first_seen < ? RETURNING id",
+                (FINISHED, now - KEEP_SECONDS),
+            )
+        )
+        (count,) = self._run("SELECT COUNT(*) FROM deliveries")[0]
+        if count > CAP:
+            gone += len(
+                self._run(
+                    "DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE state = ?"
+                    " AND finished_at < ? ORDER BY first_seen LIMIT ?) RETURNING id",
+                    (FINISHED, now - YOUNG_SECONDS, count - CAP),
+                )
+            )
+        return gone
+
+    # -- bindings ---------------------------------------------------------------------
+
+    def binding(self, binding: str) -> Binding | None:
+        rows = self._run(
+            "SELECT binding, room, who, owner_tier, export_dir, expires_at, revoked"
+            " FROM bindings WHERE binding = ?",
+            (binding,),
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        return Binding(r[0], r[1], r[2], bool(r[3]), r[4], float(r[5]), bool(r[6]))
+
+    def binding_for(self, room: str, who: str) -> Binding | None:
+        rows = self._run(
+            "SELECT binding FROM bindings WHERE room = ? AND who = ? AND revoked = 0", (room, who)
+        )
+        return self.binding(rows[0][0]) if rows else None
+
+    def save_binding(self, b: Binding) -> None:
+        self._run(
+            "INSERT INTO bindings (binding, room, who, owner_tier, export_dir, expires_at, revoked)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (binding) DO UPDATE SET"
+            " expires_at = excluded.expires_at, revoked = excluded.revoked",
+            (b.binding, b.room, b.who, int(b.owner_tier), b.export_dir, b.expires_at, int(b.revoked)),
+        )
+
+    def bindings(self) -> list[Binding]:
+        names = [r[0] for r in self._run("SELECT binding FROM bindings")]
+        return [b for b in (self.binding(n) for n in names) if b is not None]

@@ -1,0 +1,185 @@
+"""`_ag2/deliver` through a real Worker, a real hub and a real ACP agent (DESIGN.md §6):
+one test per rule and failure case that is built; the agent sends the request and says
+the result back in the room as JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import AGENTS, Connected, agent_cmd, wait_for
+
+TRICK = AGENTS / "trick_agent.py"
+
+
+def _deliver(c: Connected, request: dict, who: str = "alice") -> dict:  # type: ignore[type-arg]
+    e = c.say(who, "@bot deliver " + json.dumps(request))
+    text = c.wait_reply(e["id"])["text"]
+    assert text.startswith("{"), text
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def _parts(export: str, name: str = "a.txt") -> list[dict]:  # type: ignore[type-arg]
+    return [{"type": "text", "text": "the text"}, {"type": "file", "path": f"{export}/{name}"}]
+
+
+def _binding(c: Connected) -> dict:  # type: ignore[type-arg]
+    e = c.say("alice", "@bot binding")
+    return json.loads(c.wait_reply(e["id"])["text"])  # type: ignore[no-any-return]
+
+
+def test_example_agent_delivers_a_file_and_a_text_once_after_three_sends(c_echo: Connected) -> None:
+    w = c_echo.workers[0]
+    e = c_echo.say("alice", "@bot later out.txt")
+    assert c_echo.wait_reply(e["id"])["text"] == "out.txt will follow"
+    wait_for(lambda: w.log().count("delivery later-out.txt") == 3)
+    evs = c_echo.events()
+    media = [x for x in evs if x["type"] == "media"]
+    texts = [x for x in evs if x["text"] == "out.txt is ready"]
+    assert [m["attachments"][0]["name"] for m in media] == ["out.txt"]
+    assert len(texts) == 1
+    assert evs.index(media[0]) < evs.index(texts[0])  # files first, then text
+    assert "delivery (_ag2/deliver): enabled" in w.log()
+
+
+def test_delivered_covers_every_part_files_first_with_expires_at(c_trick: Connected) -> None:
+    b = _binding(c_trick)
+    Path(b["export_dir"], "a.txt").write_text("A")
+    r = _deliver(c_trick, {"binding": "$BINDING", "id": "d1", "parts": _parts("$EXPORT")})
+    assert r["status"] == "delivered"
+    assert r["delivered"] == [1, 0]
+    assert len(r["event_ids"]) == 2 and r["expires_at"].endswith("Z")
+    again = _deliver(c_trick, {"binding": "$BINDING", "id": "d1", "parts": _parts("$EXPORT")})
+    assert again == r  # a resend is answered from the ledger
+    assert len([x for x in c_trick.events() if x["text"] == "the text"]) == 1
+
+
+def test_same_id_under_another_binding_is_conflict_naming_the_recorded_one(
+    c_trick: Connected,
+) -> None:
+    b = _binding(c_trick)
+    Path(b["export_dir"], "a.txt").write_text("A")
+    _deliver(c_trick, {"binding": "$BINDING", "id": "d2", "parts": _parts("$EXPORT")})
+    other = b["binding"].split(".")[0] + ".0000000000000000"
+    r = _deliver(c_trick, {"binding": other, "id": "d2", "parts": _parts("$EXPORT")})
+    assert (r["status"], r["reason"], r["data"]) == ("final", "conflict", {"binding": b["binding"]})
+
+
+def test_another_workers_binding_is_not_mine(c_trick: Connected) -> None:
+    r = _deliver(c_trick, {"binding": "f" * 32 + ".abc", "id": "d3", "parts": _parts("/x")})
+    assert (r["status"], r["reason"]) == ("final", "not_mine")
+
+
+def test_this_workers_unknown_binding_is_rejected(c_trick: Connected) -> None:
+    wid = (c_trick.tmp / "ws-bot" / "worker-id").read_text().strip()
+    r = _deliver(c_trick, {"binding": f"{wid}.nope", "id": "d4", "parts": _parts("/x")})
+    assert (r["status"], r["reason"]) == ("final", "rejected")
+    assert r["expires_at"] is not None
+
+
+def test_file_tricks_in_the_export_folder_are_rejected(c_trick: Connected) -> None:
+    b = _binding(c_trick)
+    export = Path(b["export_dir"])
+    secret = c_trick.tmp / "secret.txt"
+    secret.write_text("s")
+    (export / "link.txt").symlink_to(secret)
+    os.link(secret, export / "hard.txt")
+    os.mkfifo(export / "pipe")
+    other = export.parent / "someone-else"
+    other.mkdir()
+    (other / "x.txt").write_text("x")
+    paths = [
+        f"{export}/link.txt",
+        f"{export}/hard.txt",
+        f"{export}/pipe",
+        f"{export}/../someone-else/x.txt",
+        f"{other}/x.txt",
+        str(secret),
+    ]
+    for i, path in enumerate(paths):
+        r = _deliver(
+            c_trick, {"binding": "$BINDING", "id": f"t{i}", "parts": [{"type": "file", "path": path}]}
+        )
+        assert (r["status"], r["reason"]) == ("final", "rejected"), (path, r)
+    assert not [x for x in c_trick.events() if x["type"] == "media"]
+
+
+def test_a_final_after_a_posted_part_posts_one_notice(c_trick: Connected) -> None:
+    b = _binding(c_trick)
+    Path(b["export_dir"], "ok.txt").write_text("ok")
+    parts = [
+        {"type": "file", "path": f"{b['export_dir']}/ok.txt"},
+        {"type": "file", "path": f"{b['export_dir']}/missing.txt"},
+    ]
+    r = _deliver(c_trick, {"binding": "$BINDING", "id": "p1", "parts": parts})
+    assert (r["status"], r["reason"], r["data"]["part"]) == ("final", "rejected", 1)
+    _deliver(c_trick, {"binding": "$BINDING", "id": "p1", "parts": parts})
+    notices = [x for x in c_trick.events() if x["text"].startswith("Part of a delivery")]
+    assert len(notices) == 1 and "could not be sent" in notices[0]["text"]
+
+
+def test_a_malformed_request_is_invalid_params_and_records_nothing(c_trick: Connected) -> None:
+    e = c_trick.say("alice", '@bot deliver {"binding": "$BINDING", "id": "", "parts": []}')
+    assert c_trick.wait_reply(e["id"])["text"] == "deliver error -32602"
+
+
+def test_unreadable_ledger_answers_retry_with_null_expires_at(connected: Connected) -> None:
+    ws = connected.tmp / "ws-bot"
+    ws.mkdir()
+    (ws / "worker-id").write_text("a" * 32 + "\n")
+    (ws / "deliveries.sqlite3").write_bytes(b"this is not a database at all" * 100)
+    w = connected.worker(agent_cmd(TRICK))
+    assert "not enabled: the ledger cannot be read" in w.log()
+    r = _deliver(connected, {"binding": "a" * 32 + ".x", "id": "u1", "parts": _parts("/x")})
+    assert (r["status"], r["expires_at"]) == ("retry", None)
+
+
+def test_worker_id_deleted_with_a_ledger_present_is_not_enabled(c_trick: Connected) -> None:
+    b = _binding(c_trick)
+    Path(b["export_dir"], "a.txt").write_text("A")
+    _deliver(c_trick, {"binding": "$BINDING", "id": "w1", "parts": _parts("$EXPORT")})
+    w = c_trick.workers[0]
+    w.stop()
+    ws = c_trick.tmp / "ws-bot"
+    old = (ws / "worker-id").read_text()
+    (ws / "worker-id").unlink()
+    w.start()
+    assert "not enabled: worker-id is missing; a new one is never minted" in w.log()
+    assert not (ws / "worker-id").exists()
+    e = c_trick.say("alice", "@bot still answering")
+    assert c_trick.wait_reply(e["id"])["text"] == "trick: @bot still answering"
+    assert old
+
+
+def test_an_egress_root_containing_the_export_folder_disables_delivery(
+    connected: Connected,
+) -> None:
+    w = connected.worker(agent_cmd(TRICK), "--egress-root", str(connected.tmp))
+    assert "not enabled: Turn egress root" in w.log()
+    e = connected.say("alice", "@bot binding")
+    assert connected.wait_reply(e["id"])["text"] == '"none"'
+
+
+def test_connect_status_shows_delivery_bindings_and_outcomes(c_trick: Connected) -> None:
+    b = _binding(c_trick)
+    Path(b["export_dir"], "a.txt").write_text("A")
+    _deliver(c_trick, {"binding": "$BINDING", "id": "s1", "parts": _parts("$EXPORT")})
+    ws = c_trick.tmp / "ws-bot"
+
+    def status() -> dict:  # type: ignore[type-arg]
+        out = subprocess.run(
+            [sys.executable, "-m", "agentpost", "connect", "status", "--workspace-dir", str(ws), "--json"],
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout
+        return json.loads(out)  # type: ignore[no-any-return]
+
+    d = wait_for(lambda: (s := status())["delivery"].get("deliveries") and s)["delivery"]
+    assert d["enabled"] is True
+    assert [x["binding"] for x in d["bindings"]] == [b["binding"]]
+    assert [(x["id"], x["outcome"]) for x in d["deliveries"]] == [("s1", "delivered")]
+    assert d["by_outcome"] == {"delivered": 1}
+    assert (ws / "export").stat().st_mode & 0o777 == 0o700
+    assert Path(b["export_dir"]).stat().st_mode & 0o777 == 0o700

@@ -1,0 +1,41 @@
+"""kill -9 of the Worker at each step of a delivery (DESIGN.md §6, §10): after the
+first-seen write, after each part. On restart the delivery finishes under its stored key
+and a resend is answered from the ledger: every part is in the room exactly once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import AGENTS, Connected, agent_cmd, wait_for
+
+TRICK = AGENTS / "trick_agent.py"
+
+
+@pytest.mark.parametrize("point", ["after_first_seen", "after_part_1", "after_part_0"])
+def test_kill_9_during_a_delivery_then_resend_posts_each_part_once(
+    connected: Connected, point: str
+) -> None:
+    w = connected.worker(agent_cmd(TRICK), env={"AGENTPOST_CONNECT_CRASH_POINT": point})
+    e = connected.say("alice", "@bot binding")
+    b = json.loads(connected.wait_reply(e["id"])["text"])
+    Path(b["export_dir"], "f.txt").write_text("F")
+    parts = [{"type": "text", "text": "crash text"}, {"type": "file", "path": "$EXPORT/f.txt"}]
+    request = json.dumps({"binding": "$BINDING", "id": "k1", "parts": parts})
+    connected.say("alice", "@bot deliver " + request)
+    assert w.proc is not None
+    assert w.proc.wait(60) == -9  # killed at the crash point, mid-delivery
+    del w.env["AGENTPOST_CONNECT_CRASH_POINT"]
+    w.start()
+    wait_for(lambda: "delivery k1 resumed at start: delivered" in w.log())
+    again = connected.say("alice", "@bot deliver " + request)
+    result = json.loads(connected.wait_reply(again["id"])["text"])
+    assert result["status"] == "delivered" and result["delivered"] == [1, 0]
+    evs = connected.events()
+    assert len([x for x in evs if x["text"] == "crash text"]) == 1
+    assert len([x for x in evs if x["type"] == "media"]) == 1
+    assert sorted(result["event_ids"]) == sorted(
+        x["id"] for x in evs if x["text"] == "crash text" or x["type"] == "media"
+    )
