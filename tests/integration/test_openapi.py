@@ -98,7 +98,7 @@ include-name = "GET /v1/inbox"
 parameters = {{ "query.wait" = 0 }}
 
 # Schema-valid bodies these routes refuse by rule or reference (400 `invalid_request`):
-# an unknown owner, participant, master or attachment; blank text; a master-mode room
+# an unknown owner, participant, master, attachment or in_reply_to event; blank text; a master-mode room
 # without a master (also when settings switch a room to master mode); a human with an owner;
 # and `1.0` where JSON Schema's integer allows it.
 [[operations]]

@@ -88,15 +88,21 @@ def test_reply_to_a_receipt_does_not_bounce_back(room: Room) -> None:
 # -- forged or misdirected receipts: plain messages, no one woken ------------------------
 
 
-def test_receipt_to_an_event_in_another_room_is_a_plain_message(room: Room) -> None:
+def test_receipt_to_an_event_in_another_room_is_refused(room: Room) -> None:
     with room.hub.client(room.tokens["hana"]) as h:
         other = h.post(
             "/v1/workspaces/acme/rooms", json={"name": "other", "participants": ["a", "b"]}
         )
     other_room = Room(room.hub, room.tokens, other.json()["room"]["id"])
     e1 = other_room.say("a", "@b over here")
-    r = reply(room, e1, "result")
-    assert (r["targets"], r["route"]) == ([], "no_mention")
+    before = room.events("hana")
+    r = room.post("b", "done", in_reply_to=e1["id"], reply_kind="result")
+    assert r.status_code == 400, r.text
+    assert (r.json()["error"]["code"], r.json()["error"]["field"]) == (
+        "invalid_request",
+        "$.in_reply_to",
+    )
+    assert room.events("hana") == before
     assert inbox(room.hub, room.tokens["a"]) == []
 
 
@@ -108,10 +114,23 @@ def test_receipt_to_an_unmarked_event_is_a_plain_message(room: Room) -> None:
     assert "receipt_from" not in room.event("hana", plain["id"])["metadata"]
 
 
-def test_receipt_to_a_missing_event_is_a_plain_message(room: Room) -> None:
-    r = room.say("b", "done", in_reply_to="ev_01NOTHERE000000000000000", reply_kind="result")
-    assert (r["targets"], r["route"]) == ([], "no_mention")
-    assert r["in_reply_to"] == "ev_01NOTHERE000000000000000"
+@pytest.mark.parametrize(
+    "missing",
+    ["ev_01M8RKJCJGYAXAPFFFJ3BAHR5M", "ev_01NOTHERE000000000000000", "md_x", "", "ev_" + "U" * 26],
+    ids=["unknown", "short", "other-prefix", "empty", "not-crockford"],
+)
+@pytest.mark.parametrize("kind", ["result", None])
+def test_reply_to_a_missing_event_is_refused_never_posted(
+    room: Room, missing: str, kind: str | None
+) -> None:
+    """Never answered "ok": a receipt (or any reply) to no event is a 400 (DESIGN.md §4)."""
+    before = room.events("hana")
+    body = {"in_reply_to": missing, **({"reply_kind": kind} if kind else {})}
+    r = room.post("b", "done", **body)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert (error["code"], error["field"]) == ("invalid_request", "$.in_reply_to")
+    assert room.events("hana") == before
 
 
 def test_receipt_from_a_replier_not_delegated_to_is_a_plain_message(room: Room) -> None:

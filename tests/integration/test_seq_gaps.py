@@ -11,6 +11,7 @@ import httpx
 from hubproc import Setup
 
 SECRET = "the key is AKIAIOSFODNN7EXAMPLE"
+NO_EVENT = "ev_01M8RKJCJGYAXAPFFFJ3BAHR5M"  # well-shaped, never made
 
 
 def post(c: httpx.Client, room: str, body: dict, key: str) -> httpx.Response:
@@ -48,6 +49,7 @@ def test_every_refusal_kind_leaves_no_gap_in_the_seqs(setup: Setup) -> None:
             "other body, same key": post(alice, room, {"text": "other"}, "secret"),
             "unknown attachment": post(alice, room, {"text": "x", "attachments": ["md_x"]}, "att"),
             "blank text": post(alice, room, {"text": "  "}, "blank"),
+            "reply to nothing": post(alice, room, {"text": "re", "in_reply_to": NO_EVENT}, "re"),
         }
         assert alice.delete(f"/v1/rooms/{room}/participants/bot").status_code == 200
         refused["not a participant"] = post(bot, room, {"text": "hi"}, "bot-1")
@@ -62,6 +64,7 @@ def test_every_refusal_kind_leaves_no_gap_in_the_seqs(setup: Setup) -> None:
             "other body, same key": "idempotency_conflict",
             "unknown attachment": "invalid_request",
             "blank text": "invalid_request",
+            "reply to nothing": "invalid_request",
             "not a participant": "channel_membership_required",
             "archived": "room_archived",
         }

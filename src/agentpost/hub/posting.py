@@ -120,6 +120,13 @@ def create_message(
 ) -> Created:
     room, seq = sendable_room(tx, room_id, sender)
     refuse_secrets(room, normalized["text"])
+    replied_to = normalized["in_reply_to"]
+    if replied_to is not None and events.room_of(tx, replied_to) != room.id:
+        # A reply (a receipt above all) to nothing is refused, never posted as if it were
+        # one: its sender learns at once that the id is wrong (§4).
+        raise RequestError(
+            Code.INVALID_REQUEST, f"no event {replied_to!r} in this room", field="$.in_reply_to"
+        )
     ids: list[str] = normalized["attachments"]
     found = {m.id: m for m in media.by_ids(tx, room.id, ids)}
     missing = [i for i in ids if i not in found]

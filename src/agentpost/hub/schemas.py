@@ -16,8 +16,15 @@ NAME_RULE = (
     "starting with a letter or a digit (e.g. `alice`, `build-bot`)"
 )
 Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN, description=NAME_RULE)]
+# `ev_` + a ULID (core/ids.py): an `in_reply_to` of another shape names no event.
+EVENT_ID_PATTERN = r"^ev_[0-9A-HJKMNP-TV-Z]{26}(?!\n)$"
+EVENT_ID_RULE = "an event id: `ev_` and 26 Crockford base32 characters"
+EventId = Annotated[str, msgspec.Meta(pattern=EVENT_ID_PATTERN, description=EVENT_ID_RULE)]
 # A schema refusal says the rule in words, not the regex that checks it.
-RULES_IN_WORDS = {f"`str` matching regex {NAME_PATTERN!r}": NAME_RULE}
+RULES_IN_WORDS = {
+    f"`str` matching regex {NAME_PATTERN!r}": NAME_RULE,
+    f"`str` matching regex {EVENT_ID_PATTERN!r}": EVENT_ID_RULE,
+}
 ReplyKind = Literal["result", "error", "needs_input", "cancelled"]
 RouterPolicy = Literal["none", "sole-agent", "llm"]
 
@@ -54,7 +61,7 @@ class RoomSettingsIn(msgspec.Struct, forbid_unknown_fields=True):
 class MessageIn(msgspec.Struct, forbid_unknown_fields=True):
     text: Annotated[str, msgspec.Meta(max_length=65536)] = ""
     metadata: dict[str, Any] = {}
-    in_reply_to: str | None = None
+    in_reply_to: EventId | None = None
     reply_kind: ReplyKind | None = None
     attachments: Annotated[list[str], msgspec.Meta(max_length=32)] = []
 

@@ -64,6 +64,12 @@ def by_id(db: Db, event_id: str) -> tuple[str, int, bytes] | None:
     return (row[0], int(row[1]), bytes(row[2])) if row else None
 
 
+def room_of(db: Db, event_id: str) -> str | None:
+    """The room an event is in (None: no such event)."""
+    row = db.one("SELECT room_id FROM events WHERE id = ?", (event_id,))
+    return str(row[0]) if row else None
+
+
 def replace_body(db: Db, event_id: str, body: bytes) -> None:
     db.run("UPDATE events SET body = ? WHERE id = ?", (body, event_id))
 
