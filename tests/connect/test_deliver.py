@@ -176,7 +176,10 @@ def test_connect_status_shows_delivery_bindings_and_outcomes(c_trick: Connected)
         ).stdout
         return json.loads(out)  # type: ignore[no-any-return]
 
-    d = wait_for(lambda: (s := status())["delivery"].get("deliveries") and s)["delivery"]
+    # The status file is rewritten every 2 s: wait for one written after the delivery ended.
+    d = wait_for(lambda: (s := status())["delivery"].get("by_outcome", {}).get("delivered") and s)[
+        "delivery"
+    ]
     assert d["enabled"] is True
     assert [x["binding"] for x in d["bindings"]] == [b["binding"]]
     assert [(x["id"], x["outcome"]) for x in d["deliveries"]] == [("s1", "delivered")]
