@@ -10,9 +10,13 @@ missing database is a failure, not a skip.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -93,14 +97,31 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str | None]:
         pytest.skip("no PostgreSQL: set AGENTPOST_TEST_PG_DSN or install the server (initdb)")
     import psycopg
 
-    schema = "t_" + uuid.uuid4().hex[:16]
-    with psycopg.connect(pg.dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield pg.schema_dsn(schema)
-    finally:
+    # A test that restarts the server must run alone on it, even beside other pytest
+    # workers (xdist) or sessions: it takes the server's lock exclusively, every other
+    # PostgreSQL test shares it.
+    with server_lock(pg.dsn, exclusive="restart_postgres" in request.fixturenames):
+        schema = "t_" + uuid.uuid4().hex[:16]
         with psycopg.connect(pg.dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            conn.execute(f"CREATE SCHEMA {schema}")
+        try:
+            yield pg.schema_dsn(schema)
+        finally:
+            with psycopg.connect(pg.dsn, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+@contextlib.contextmanager
+def server_lock(dsn: str, exclusive: bool) -> Iterator[None]:
+    """A machine-wide reader/writer lock per PostgreSQL server (flock on a temp file)."""
+    digest = hashlib.sha256(dsn.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"agentpost-test-pg-{digest}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 @pytest.fixture
