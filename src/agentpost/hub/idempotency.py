@@ -15,9 +15,9 @@
 - Send state (§5): a key's record is readable by its sender, whatever became of the room.
 - An answer never changes while its key lives (only the sweep deletes a record, past its
   TTL; a renewal needs it expired), so this process replays the answers it saw committed
-  from memory (`RecentAnswers`), and a key it does not know goes straight to the write
-  transaction, whose claim is the authority: no read before it (issue 14). Only a post
-  that would first ask the llm router reads the key before, so a replay never asks.
+  from memory (`RecentAnswers`); a key it does not know is read first, as before (issue
+  14 measured skipping that read: no CPU saved, keyed throughput ~0.88x under load),
+  and the claim in the write transaction stays the authority.
 """
 
 from __future__ import annotations
@@ -192,11 +192,10 @@ class Idempotency:
             known = self.recent.get(slot, self._cutoff())
             if known is not None:
                 return self._from_record(known, fp)
-            if prepare is not None:
-                rec = await self.lookup(member_id, key)
-                if rec is not None:
-                    self._remember(rec)
-                    return self._from_record(rec, fp)
+            rec = await self.lookup(member_id, key)
+            if rec is not None:
+                self._remember(rec)
+                return self._from_record(rec, fp)
             first = self._in_flight.get(slot)
             if first is None:
                 break
