@@ -151,6 +151,10 @@ class AsyncHubClient:
                 return r.id
         raise HubRefused("room_not_found", f"no room named {room!r} that you take part in")
 
+    async def event(self, event_id: str) -> Event:
+        """One event by id, from a room you take part in (404 `event_not_found` otherwise)."""
+        return await self._get(f"/v1/events/{event_id}", Event, "event")
+
     async def events(self, room_id: str, after: int = 0, limit: int = 100) -> list[Event]:
         params = {"after": after, "limit": limit}
         return await self._get(f"/v1/rooms/{room_id}/events", list[Event], "events", params=params)

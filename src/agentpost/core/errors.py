@@ -31,6 +31,7 @@ class Code(StrEnum):
     NO_WORKSPACE = "no_workspace"
     MEMBER_NOT_FOUND = "member_not_found"
     MEDIA_NOT_FOUND = "media_not_found"
+    EVENT_NOT_FOUND = "event_not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     WORKSPACE_EXISTS = "workspace_exists"
     MEMBER_EXISTS = "member_exists"

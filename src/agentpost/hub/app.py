@@ -69,6 +69,7 @@ ROUTES = [
     Route("/v1/rooms/{room}/events", events.list_events, methods=["GET"]),
     Route("/v1/rooms/{room}/stream", events.stream, methods=["GET"]),
     Route("/v1/rooms/{room}/stream-ticket", events.stream_ticket, methods=["POST"]),
+    Route("/v1/events/{event}", events.get_event, methods=["GET"]),
     Route("/v1/media/{media}", messages.get_media, methods=["GET"]),
     Route("/v1/inbox", inbox.get_inbox, methods=["GET"]),
     Route("/v1/inbox/stream", inbox.inbox_stream, methods=["GET"]),

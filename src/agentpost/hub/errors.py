@@ -27,6 +27,7 @@ STATUS: dict[Code, int] = {
     Code.NO_WORKSPACE: 404,
     Code.MEMBER_NOT_FOUND: 404,
     Code.MEDIA_NOT_FOUND: 404,
+    Code.EVENT_NOT_FOUND: 404,
     Code.SEND_NOT_FOUND: 404,
     Code.METHOD_NOT_ALLOWED: 405,
     Code.WORKSPACE_EXISTS: 409,

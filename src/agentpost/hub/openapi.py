@@ -260,6 +260,7 @@ WS = _path("ws", NAME_SCHEMA, "workspace name")
 ROOM_ID = _path("room", {"type": "string"}, "room id")
 MEMBER_NAME = _path("name", NAME_SCHEMA, "member name")
 MEDIA_ID = _path("media", {"type": "string"}, "media id")
+EVENT_ID = _path("event", {"type": "string"}, "event id")
 SEQ = {"type": "integer", "minimum": 0, "maximum": INT64_MAX}
 AFTER_SEQ = _query("after", SEQ, "list events with seq greater than this (0: from the start)")
 LIMIT = _query(
@@ -551,6 +552,15 @@ def _operations() -> dict[str, dict[str, Any]]:
                 room_codes,
                 security=MEMBER,
                 params=[ROOM_ID],
+            )
+        },
+        "/v1/events/{event}": {
+            "get": _op(
+                "get_event",
+                (200, _json("EventPosted")),
+                [*AUTH, Code.EVENT_NOT_FOUND, Code.NOT_FOUND],
+                security=MEMBER,
+                params=[EVENT_ID],
             )
         },
         "/v1/media/{media}": {

@@ -18,7 +18,7 @@ from agentpost.hub.notify import room_key
 from agentpost.hub.routes.rooms import visible_room
 from agentpost.hub.routes.sse import PAGE_BYTES, PAGE_EVENTS, sse_response
 from agentpost.hub.state import Hub, hub_of
-from agentpost.store import events
+from agentpost.store import events, rooms
 from agentpost.store.engine import Db
 from agentpost.store.events import Page
 from agentpost.store.models import Member
@@ -107,6 +107,30 @@ async def list_events(request: Request) -> Response:
     limit = int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     rows = await _page(hub, member, request.path_params["room"], after, limit, ANSWER_BYTES)
     return json_response(200, b'{"events":[' + b",".join(body for _, body in rows) + b"]}")
+
+
+async def get_event(request: Request) -> Response:
+    """One event by id, for a participant of its room; any other caller learns nothing
+    (404 `event_not_found`, as for an id that does not exist)."""
+    hub = hub_of(request)
+    member = await auth.member(request, hub)
+    event_id = request.path_params["event"]
+    missing = RequestError(Code.EVENT_NOT_FOUND, f"no event {event_id!r} in a room of yours")
+
+    def read(db: Db) -> bytes:
+        found = events.by_id(db, event_id)
+        if found is None:
+            raise missing
+        room_id, _, body = found
+        room = rooms.room_by_id(db, room_id)
+        if room is None or room.workspace_id != member.workspace_id:
+            raise missing
+        if not rooms.is_participant(db, room.id, member.id):
+            raise missing
+        return body
+
+    body = await hub.engine.read(read)
+    return json_response(200, b'{"event":' + body + b"}")
 
 
 def sse_frame(ident: int, data: bytes) -> bytes:
