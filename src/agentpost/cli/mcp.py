@@ -1,0 +1,70 @@
+"""`agentpost mcp`: the MCP server over stdio, acting as the member in AGENTPOST_TOKEN (§11).
+
+The token is read from env AGENTPOST_TOKEN or a `--token-file` (never a flag value, so it
+is not in `ps`); stdout
+belongs to the MCP protocol, so everything else goes to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+import click
+
+from agentpost.cli.app import main
+
+DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
+
+
+@main.command("mcp")
+@click.option(
+    "--allow-root",
+    "roots",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, dir_okay=True, path_type=Path),
+    help="A directory upload_file may send files from (repeatable; none: no uploads).",
+)
+@click.option(
+    "--hub",
+    envvar="AGENTPOST_HUB",
+    default="http://127.0.0.1:8470",
+    show_default=True,
+    help="Hub URL (env AGENTPOST_HUB).",
+)
+@click.option(
+    "--max-file-bytes",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_FILE_BYTES,
+    show_default=True,
+    help="The largest file upload_file sends (the hub's own cap still applies).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the member token from this file instead of env AGENTPOST_TOKEN.",
+)
+def mcp_cmd(
+    roots: tuple[Path, ...], hub: str, max_file_bytes: int, token_file: Path | None
+) -> None:
+    """Serve MCP tools on stdin/stdout as the member whose token is in AGENTPOST_TOKEN."""
+    from agentpost.client import AsyncHubClient
+    from agentpost.egress import EgressRoots
+    from agentpost.mcp.server import serve_stdio
+    from agentpost.mcp.tools import Toolbox
+
+    logging.basicConfig(level=logging.WARNING, format="agentpost mcp: %(message)s")
+    token = os.environ.get("AGENTPOST_TOKEN")
+    if token_file is not None:
+        try:
+            token = token_file.read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.UsageError(f"cannot read the token file {token_file}: {exc}") from None
+    toolbox = Toolbox(AsyncHubClient(hub, token or ""), EgressRoots(roots, max_file_bytes))
+    try:
+        asyncio.run(serve_stdio(toolbox))
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,113 @@
+"""The arguments of each MCP tool, as strict msgspec Structs: their JSON Schema is what
+`tools/list` shows, and decoding against them is the only argument check (DESIGN.md §11).
+Unknown fields, wrong types and out-of-range numbers are refused with a clear message.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+# The hub's own bounds (DESIGN.md §3): keys 1-255 visible ASCII, pages of at most 1000,
+# long polls of at most 60 s.
+MAX_WAIT_SECONDS = 60.0
+MAX_LIMIT = 1000
+
+RoomRef = Annotated[str, msgspec.Meta(min_length=1, description="a room id (rm_…) or name")]
+Text = Annotated[str, msgspec.Meta(min_length=1, description="the message text")]
+Key = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=255,
+        description="your key for this post (1-255 visible ASCII characters): the same key "
+        "again never posts twice, in any session; give one for anything that must not "
+        "happen twice",
+    ),
+]
+Cursor = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+ReplyKind = Literal["result", "error", "needs_input", "cancelled"]
+
+
+class _Args(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class PostMessageArgs(_Args):
+    room: RoomRef
+    text: Text
+    idempotency_key: Key | None = None
+
+
+class ReplyArgs(_Args):
+    event_id: Annotated[str, msgspec.Meta(min_length=1, description="the event you answer")]
+    text: Text
+    reply_kind: (
+        Annotated[
+            ReplyKind,
+            msgspec.Meta(
+                description="how the delegated work ended; makes the reply a receipt when "
+                "the event delegated to you"
+            ),
+        ]
+        | None
+    ) = None
+    idempotency_key: Key | None = None
+
+
+class SendToThreadArgs(_Args):
+    thread: Annotated[str, msgspec.Meta(min_length=1, description="a thread id or name")]
+    text: Text
+    idempotency_key: Key
+
+
+class EnsureThreadArgs(_Args):
+    name: Annotated[str, msgspec.Meta(min_length=1, description="the thread's name")]
+    workspace: Annotated[str, msgspec.Meta(min_length=1, description="default: yours")] | None = (
+        None
+    )
+    owner: Annotated[str, msgspec.Meta(min_length=1, description="default: you")] | None = None
+
+
+class UploadFileArgs(_Args):
+    room: RoomRef
+    path: Annotated[
+        str, msgspec.Meta(min_length=1, description="a file inside an --allow-root directory")
+    ]
+    caption: Annotated[str, msgspec.Meta(description="text posted with the file")] | None = None
+    idempotency_key: Key | None = None
+
+
+class ReadInboxArgs(_Args):
+    after: (
+        Annotated[Cursor, msgspec.Meta(description="cursor to read after; default: acked")]
+        | None
+    ) = None
+    wait: Annotated[
+        float,
+        msgspec.Meta(ge=0, description=f"seconds to wait for a wake-up (at most {MAX_WAIT_SECONDS:g})"),
+    ] = 0.0
+
+
+class AckInboxArgs(_Args):
+    cursor: Annotated[Cursor, msgspec.Meta(description="the cursor read_inbox returned")]
+
+
+class ListRoomsArgs(_Args):
+    pass
+
+
+class ReadRoomArgs(_Args):
+    room: RoomRef
+    after: Annotated[Cursor, msgspec.Meta(description="seq to read after; 0: from the start")] = 0
+    limit: Annotated[int, msgspec.Meta(ge=1, description=f"at most {MAX_LIMIT}")] = 100
+
+
+def input_schema(args: type[msgspec.Struct]) -> dict[str, Any]:
+    """The JSON Schema of an arguments Struct, inlined (an object schema, no `$ref`)."""
+    (_,), components = msgspec.json.schema_components([args], ref_template="#/$defs/{name}")
+    schema: dict[str, Any] = dict(components[args.__name__])
+    schema.pop("title", None)
+    schema.setdefault("properties", {})
+    return schema

@@ -1,0 +1,35 @@
+"""Keys of the posting tools (DESIGN.md §11).
+
+A caller's `idempotency_key` is the hub key as given (per member, as everywhere). Without
+one, the key derives from this server process's random session id, the tool and its
+canonical arguments: an identical retry in the same session replays instead of posting
+again, and another session (a restarted agent) never collides with it.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from agentpost.core.jcs import JSONValue, sha256_hex
+
+PREFIX = "mcp_"
+GIVEN = "given"
+DERIVED = "derived"
+
+
+def new_session_id() -> str:
+    return secrets.token_hex(16)
+
+
+def derived_key(session_id: str, tool: str, arguments: dict[str, JSONValue]) -> str:
+    """`mcp_` + hex sha256 of the JCS of [session id, tool, arguments] (68 visible ASCII)."""
+    return PREFIX + sha256_hex([session_id, tool, arguments])
+
+
+def key_for(
+    session_id: str, tool: str, given: str | None, arguments: dict[str, JSONValue]
+) -> tuple[str, str]:
+    """(the hub key, `given` or `derived`)."""
+    if given is not None:
+        return given, GIVEN
+    return derived_key(session_id, tool, arguments), DERIVED

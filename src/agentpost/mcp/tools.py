@@ -1,0 +1,319 @@
+"""What each MCP tool does (DESIGN.md §11), in the glossary's words, through the hub client.
+
+`Toolbox.call(name, arguments)` never raises: it returns a result (a JSON object with
+`delivery` and the ids for posts) or a `ToolFailure` (code, message, retryable). Posting
+tools send a key on every post (`keys.py`), so a retried call replays and never posts twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import mimetypes
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from agentpost.client import AsyncHubClient, Event, HubError, PostResult
+from agentpost.egress import EgressRefused, EgressRoots
+from agentpost.mcp import args as a
+from agentpost.mcp import keys
+from agentpost.mcp.failures import (
+    INTERNAL,
+    INVALID_ARGUMENTS,
+    UNKNOWN_TOOL,
+    ToolFailure,
+    from_egress,
+    from_hub,
+    no_token,
+)
+
+log = logging.getLogger("agentpost.mcp")
+
+SENT = "sent"
+REPLAYED = "replayed"
+REPLAY_NOTE = (
+    "An identical call was already made in this session, so nothing was posted again. "
+    "If you meant a second, identical message, call again with your own idempotency_key."
+)
+
+_KEY_ADVICE = (
+    " Pass an idempotency_key for anything that must not happen twice: the same key never "
+    "posts twice, even across restarts. Without one, an identical call in this session "
+    "replays the first result (delivery `replayed`) instead of posting again."
+)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    args: type[msgspec.Struct]
+    idempotent: bool = False  # the posting tools (and ack): idempotentHint true
+    read_only: bool = False
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "post_message",
+        "Post a message to a room (by id or name); @name mentions wake members." + _KEY_ADVICE,
+        a.PostMessageArgs,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "reply",
+        "Reply to an event (sets in_reply_to). With reply_kind (result, error, needs_input, "
+        "cancelled) on an event that delegated work to you, the reply is a receipt that wakes "
+        "the delegator once." + _KEY_ADVICE,
+        a.ReplyArgs,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "send_to_thread",
+        "Send a message to a thread, once per idempotency_key (required): the key is bound to "
+        "the thread and to you, so the same call again reports the first delivery.",
+        a.SendToThreadArgs,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "ensure_thread",
+        "Make or find the thread `name` of `owner` (default: you) and return its id; an "
+        "archived one comes back unarchived. Safe to call any number of times.",
+        a.EnsureThreadArgs,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "upload_file",
+        "Upload a local file into a room, with an optional caption. Only regular files inside "
+        "the server's --allow-root directories, reached without symlinks or `..`." + _KEY_ADVICE,
+        a.UploadFileArgs,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "read_inbox",
+        "Read your inbox: the events that woke you, each with its cursor, oldest first; "
+        "`delegation_waiting` marks a delegation that waits for your receipt. `wait` "
+        f"long-polls up to {a.MAX_WAIT_SECONDS:g} s. Acknowledge with ack_inbox.",
+        a.ReadInboxArgs,
+        read_only=True,
+    ),
+    ToolSpec(
+        "ack_inbox",
+        "Acknowledge your inbox up to `cursor`: those wake-ups are not shown again.",
+        a.AckInboxArgs,
+        idempotent=True,
+    ),
+    ToolSpec("list_rooms", "List the rooms you take part in.", a.ListRoomsArgs, read_only=True),
+    ToolSpec(
+        "read_room",
+        "Read a room's events after seq `after`, oldest first; page with `next_after`.",
+        a.ReadRoomArgs,
+        read_only=True,
+    ),
+)
+BY_NAME = {t.name: t for t in TOOLS}
+
+Handler = Callable[[Any], Awaitable[dict[str, Any]]]
+
+
+def _invalid(exc: msgspec.ValidationError, tool: str) -> ToolFailure:
+    return ToolFailure(INVALID_ARGUMENTS, f"{tool}: {exc}; nothing was done")
+
+
+def _event_out(ev: Event) -> dict[str, Any]:
+    out: dict[str, Any] = msgspec.to_builtins(ev)
+    return out
+
+
+class Toolbox:
+    """The tools of one MCP server process, acting as the member of its hub client."""
+
+    def __init__(self, hub: AsyncHubClient, roots: EgressRoots, session_id: str | None = None):
+        self.hub = hub
+        self.roots = roots
+        self.session_id = session_id or keys.new_session_id()
+        self._me: dict[str, Any] | None = None
+        self._handlers: dict[str, Handler] = {
+            "post_message": self.post_message,
+            "reply": self.reply,
+            "send_to_thread": self.send_to_thread,
+            "ensure_thread": self.ensure_thread,
+            "upload_file": self.upload_file,
+            "read_inbox": self.read_inbox,
+            "ack_inbox": self.ack_inbox,
+            "list_rooms": self.list_rooms,
+            "read_room": self.read_room,
+        }
+
+    async def call(self, name: str, arguments: object) -> dict[str, Any] | ToolFailure:
+        spec = BY_NAME.get(name)
+        if spec is None:
+            return ToolFailure(UNKNOWN_TOOL, f"no tool named {name!r}; see tools/list")
+        try:
+            parsed = msgspec.convert(arguments if arguments is not None else {}, spec.args)
+        except msgspec.ValidationError as exc:
+            return _invalid(exc, name)
+        if not self.hub.has_token:
+            return no_token()
+        try:
+            return await self._handlers[name](parsed)
+        except ToolFailure as exc:
+            return exc
+        except HubError as exc:
+            return from_hub(exc, self.hub.hub)
+        except EgressRefused as exc:
+            return from_egress(exc)
+        except Exception:  # the server must answer every call; the crash is logged
+            log.exception("tool %s failed unexpectedly", name)
+            return ToolFailure(INTERNAL, f"{name} failed inside the MCP server; see its log")
+
+    # -- shared -----------------------------------------------------------------------
+
+    async def me(self) -> dict[str, Any]:
+        if self._me is None:
+            self._me = await self.hub.me()
+        return self._me
+
+    async def my_name(self) -> str:
+        return str((await self.me())["member"]["name"])
+
+    async def room_id(self, ref: str) -> str:
+        return await self.hub.resolve_room(ref)
+
+    def _posted(self, res: PostResult, key: str, source: str) -> dict[str, Any]:
+        ev = res.event
+        delivery = REPLAYED if res.idempotency_status == "replayed" else SENT
+        out: dict[str, Any] = {
+            "delivery": delivery,
+            "event": ev.id,
+            "room": ev.room,
+            "seq": ev.seq,
+            "targets": ev.targets,
+            "route": ev.route,
+            "idempotency_key": key,
+            "key_source": source,
+        }
+        if delivery == REPLAYED and source == keys.DERIVED:
+            out["note"] = REPLAY_NOTE
+        return out
+
+    # -- posting ----------------------------------------------------------------------
+
+    async def post_message(self, args: a.PostMessageArgs) -> dict[str, Any]:
+        room = await self.room_id(args.room)
+        text = _text(args.text)
+        key, source = keys.key_for(
+            self.session_id, "post_message", args.idempotency_key, {"room": room, "text": text}
+        )
+        return self._posted(await self.hub.post_message(room, text, key=key), key, source)
+
+    async def reply(self, args: a.ReplyArgs) -> dict[str, Any]:
+        text = _text(args.text)
+        target = await self.hub.event(args.event_id)
+        key, source = keys.key_for(
+            self.session_id,
+            "reply",
+            args.idempotency_key,
+            {"event_id": target.id, "text": text, "reply_kind": args.reply_kind},
+        )
+        res = await self.hub.post_message(
+            target.room, text, key=key, in_reply_to=target.id, reply_kind=args.reply_kind
+        )
+        out = self._posted(res, key, source)
+        out["in_reply_to"] = target.id
+        out["receipt"] = res.event.route == "receipt"
+        return out
+
+    async def send_to_thread(self, args: a.SendToThreadArgs) -> dict[str, Any]:
+        _text(args.text)
+        sent = await self.hub.thread_send(args.thread, args.text, key=args.idempotency_key)
+        return {
+            "delivery": sent.delivery,
+            "event": sent.message_id,
+            "room": sent.thread_id,
+            "thread": sent.thread_id,
+            "command_id": sent.command_id,
+        }
+
+    async def ensure_thread(self, args: a.EnsureThreadArgs) -> dict[str, Any]:
+        workspace = args.workspace or str((await self.me())["workspace"]["name"])
+        t = await self.hub.ensure_thread(workspace, args.name, args.owner)
+        return {**msgspec.to_builtins(t), "room": t.thread_id}
+
+    async def upload_file(self, args: a.UploadFileArgs) -> dict[str, Any]:
+        room = await self.room_id(args.room)
+        caption = (args.caption or "").strip()
+        with self.roots.open(args.path) as opened:
+            digest = _sha256(opened.file)
+            key, source = keys.key_for(
+                self.session_id,
+                "upload_file",
+                args.idempotency_key,
+                {"room": room, "path": args.path, "caption": caption, "sha256": digest},
+            )
+            mime = mimetypes.guess_type(opened.name)[0] or "application/octet-stream"
+            res = await self.hub.upload_file(
+                room, opened.name, opened.file, caption=caption, key=key, mime_type=mime
+            )
+        out = self._posted(res, key, source)
+        if res.media is not None:
+            out["media"] = msgspec.to_builtins(res.media)
+        return out
+
+    # -- reading ----------------------------------------------------------------------
+
+    async def read_inbox(self, args: a.ReadInboxArgs) -> dict[str, Any]:
+        me = await self.my_name()
+        page = await self.hub.inbox(after=args.after, wait=min(args.wait, a.MAX_WAIT_SECONDS))
+        items = [
+            {
+                "cursor": i.cursor,
+                "event": _event_out(i.event),
+                "delegation_waiting": delegation_waiting(i.event, me),
+            }
+            for i in page.items
+        ]
+        return {"items": items, "cursor": page.cursor}
+
+    async def ack_inbox(self, args: a.AckInboxArgs) -> dict[str, Any]:
+        return {"cursor": await self.hub.ack(args.cursor)}
+
+    async def list_rooms(self, args: a.ListRoomsArgs) -> dict[str, Any]:
+        workspace = str((await self.me())["workspace"]["name"])
+        rooms = await self.hub.rooms(workspace)
+        fields = ("id", "name", "kind", "mode", "archived", "participants", "owner")
+        return {"rooms": [{f: getattr(r, f) for f in fields} for r in rooms]}
+
+    async def read_room(self, args: a.ReadRoomArgs) -> dict[str, Any]:
+        room = await self.room_id(args.room)
+        evs = await self.hub.events(room, after=args.after, limit=min(args.limit, a.MAX_LIMIT))
+        return {
+            "room": room,
+            "events": [_event_out(e) for e in evs],
+            "next_after": evs[-1].seq if evs else args.after,
+        }
+
+
+def delegation_waiting(ev: Event, me: str) -> bool:
+    """The event delegated work to `me` and `me` has not sent its terminal receipt yet."""
+    md = ev.metadata
+    to, done = md.get("delegated_to") or [], md.get("receipt_from") or []
+    return isinstance(to, list) and me in to and not (isinstance(done, list) and me in done)
+
+
+def _text(text: str) -> str:
+    """The text as the hub stores it (trimmed, DESIGN.md §3); blank text is refused here."""
+    trimmed = text.strip()
+    if not trimmed:
+        raise ToolFailure(INVALID_ARGUMENTS, "text is empty (only white space); nothing was done")
+    return trimmed
+
+
+def _sha256(f: Any) -> str:
+    h = hashlib.sha256()
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        h.update(chunk)
+    f.seek(0)
+    return h.hexdigest()

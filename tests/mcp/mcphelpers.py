@@ -1,0 +1,63 @@
+"""Helpers: `agentpost mcp` driven by the `mcp` SDK's own stdio client against a real hub process.
+
+`mcp_server(token)` gives a `McpServer`; `server.run(scenario)` starts `agentpost mcp` as a
+subprocess (a fresh MCP session: a new server session id), runs the async `scenario(client)`
+and closes it. `call(client, tool, args)` returns (is_error, structured body).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from hubproc import Setup
+
+T = TypeVar("T")
+
+
+@dataclass
+class McpServer:
+    hub_url: str
+    token: str | None
+    log: Path
+    roots: list[Path] = field(default_factory=list)
+    mode: str = "auto"
+    extra_args: list[str] = field(default_factory=list)
+
+    def params(self) -> StdioServerParameters:
+        env = {"AGENTPOST_HUB": self.hub_url}
+        if self.token is not None:
+            env["AGENTPOST_TOKEN"] = self.token
+        args = ["-m", "agentpost", "mcp", *self.extra_args]
+        for r in self.roots:
+            args += ["--allow-root", str(r)]
+        return StdioServerParameters(command=sys.executable, args=args, env=env)
+
+    def run(self, scenario: Callable[[Client], Awaitable[T]]) -> T:
+        async def main() -> T:
+            with open(self.log, "a") as errlog:
+                transport = stdio_client(self.params(), errlog=errlog)
+                async with Client(transport, mode=self.mode, read_timeout_seconds=90) as client:  # type: ignore[arg-type]
+                    return await scenario(client)
+
+        return anyio.run(main)
+
+
+async def call(client: Client, tool: str, args: dict[str, Any] | None = None) -> tuple[bool, Any]:
+    result = await client.call_tool(tool, args or {})
+    return result.is_error, result.structured_content
+
+
+def events_of(setup: Setup, room: str | None = None, token_of: str = "alice") -> list[dict[str, Any]]:
+    with setup.hub.client(setup.tokens[token_of]) as c:
+        r = c.get(f"/v1/rooms/{room or setup.room}/events", params={"limit": 1000})
+        assert r.status_code == 200, r.text
+        events: list[dict[str, Any]] = r.json()["events"]
+        return events

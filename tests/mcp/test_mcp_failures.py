@@ -1,0 +1,197 @@
+"""Failures are tool errors with a stable code, a message and `retryable`; the server itself
+never goes down for bad input (DESIGN.md §11)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from mcphelpers import McpServer, call, events_of
+
+from hubproc import Setup
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def test_hub_down_is_hub_unreachable_and_retryable_and_a_retry_later_posts_once(
+    setup: Setup, mcp_server: Callable[..., McpServer]
+) -> None:
+    args = {"room": setup.room, "text": "are you there", "idempotency_key": "ping-1"}
+    down = mcp_server()
+    down.hub_url = _closed_port_url()
+
+    async def scenario(c: Client) -> Any:
+        return [await call(c, "post_message", args), await call(c, "read_inbox")]
+
+    for err, body in down.run(scenario):
+        assert err and body["error"]["code"] == "hub_unreachable"
+        assert body["error"]["retryable"] is True
+        assert "same idempotency_key" in body["error"]["message"]
+    assert events_of(setup) == []
+
+    async def retry(c: Client) -> Any:
+        return [await call(c, "post_message", args) for _ in range(2)]
+
+    results = mcp_server().run(retry)
+    assert [r["delivery"] for _, r in results] == ["sent", "replayed"]
+    assert len(events_of(setup)) == 1
+
+
+def test_a_hub_killed_mid_session_is_hub_unreachable_and_the_server_keeps_answering(
+    setup: Setup, mcp_server: Callable[..., McpServer]
+) -> None:
+    async def scenario(c: Client) -> Any:
+        ok = await call(c, "list_rooms")
+        setup.hub.kill()  # SIGKILL
+        gone = await call(c, "post_message", {"room": setup.room, "text": "x"})
+        tools = await c.list_tools()
+        return ok, gone, len(tools.tools)
+
+    ok, gone, n = mcp_server().run(scenario)
+    assert not ok[0]
+    assert gone[0] and gone[1]["error"]["code"] == "hub_unreachable"
+    assert gone[1]["error"]["retryable"] is True
+    assert n == 9
+
+
+def test_a_bad_token_is_final_and_names_agentpost_token(
+    setup: Setup, mcp_server: Callable[..., McpServer]
+) -> None:
+    server = mcp_server()
+    server.token = "ap_not-a-real-token"
+
+    async def scenario(c: Client) -> Any:
+        return [
+            await call(c, name, args)
+            for name, args in [
+                ("post_message", {"room": setup.room, "text": "x"}),
+                ("send_to_thread", {"thread": setup.room, "text": "x", "idempotency_key": "k"}),
+                ("read_inbox", {}),
+                ("list_rooms", {}),
+            ]
+        ]
+
+    for err, body in server.run(scenario):
+        assert err and body["error"]["code"] == "unauthorized"
+        assert body["error"]["retryable"] is False
+        assert "AGENTPOST_TOKEN" in body["error"]["message"]
+    assert events_of(setup) == []
+
+
+def test_no_token_is_final_and_names_agentpost_token(mcp_server: Callable[..., McpServer]) -> None:
+    async def scenario(c: Client) -> Any:
+        return await call(c, "list_rooms")
+
+    err, body = mcp_server(member=None).run(scenario)
+    assert err and body["error"]["code"] == "unauthorized"
+    assert "AGENTPOST_TOKEN is not set" in body["error"]["message"]
+
+
+def test_a_removed_member_is_refused_at_once_and_nothing_is_posted(
+    setup: Setup, mcp_server: Callable[..., McpServer]
+) -> None:
+    def remove_bot() -> None:
+        with setup.hub.client(setup.hub.admin_token) as admin:
+            r = admin.delete(f"/v1/admin/workspaces/{setup.workspace}/members/bot")
+            assert r.status_code == 200, r.text
+
+    async def scenario(c: Client) -> Any:
+        before = await call(c, "post_message", {"room": setup.room, "text": "one"})
+        remove_bot()
+        after = [
+            await call(c, "post_message", {"room": setup.room, "text": "two"}),
+            await call(c, "read_inbox"),
+        ]
+        return before, after
+
+    before, after = mcp_server().run(scenario)
+    assert not before[0]
+    for err, body in after:
+        assert err and body["error"]["code"] == "agent_removed"
+        assert body["error"]["retryable"] is False
+    assert [e["text"] for e in events_of(setup)] == ["one"]
+
+
+MALFORMED: list[tuple[str, dict[str, Any]]] = [
+    ("post_message", {}),
+    ("post_message", {"room": "general"}),
+    ("post_message", {"room": "general", "text": 5}),
+    ("post_message", {"room": 7, "text": "x"}),
+    ("post_message", {"room": "general", "text": ""}),
+    ("post_message", {"room": "general", "text": "   "}),
+    ("post_message", {"room": "general", "text": "x", "idempotency_key": ""}),
+    ("post_message", {"room": "general", "text": "x", "idempotency_key": "k" * 256}),
+    ("post_message", {"room": "general", "text": "x", "extra": True}),
+    ("post_message", {"room": ["general"], "text": {"a": 1}}),
+    ("reply", {"event_id": "ev_x", "text": "x", "reply_kind": "done"}),
+    ("reply", {"text": "x"}),
+    ("send_to_thread", {"thread": "t", "text": "x"}),
+    ("ensure_thread", {"name": ""}),
+    ("upload_file", {"room": "general"}),
+    ("read_inbox", {"wait": -1}),
+    ("read_inbox", {"wait": "soon"}),
+    ("read_inbox", {"after": -5}),
+    ("read_inbox", {"after": 2**64}),
+    ("ack_inbox", {}),
+    ("ack_inbox", {"cursor": "1"}),
+    ("list_rooms", {"room": "general"}),
+    ("read_room", {"room": "general", "limit": 0}),
+    ("read_room", {"room": "general", "after": 1.5}),
+]
+
+
+def test_malformed_arguments_are_clear_tool_errors_and_never_crash_the_server(
+    setup: Setup, mcp_server: Callable[..., McpServer]
+) -> None:
+    async def scenario(c: Client) -> Any:
+        bad = [(name, args, await call(c, name, args)) for name, args in MALFORMED]
+        unknown = await call(c, "delete_everything", {})
+        still = await call(c, "post_message", {"room": "general", "text": "still here"})
+        return bad, unknown, still
+
+    bad, unknown, still = mcp_server().run(scenario)
+    for name, args, (err, body) in bad:
+        assert err, (name, args)
+        assert body["error"]["code"] == "invalid_arguments", (name, args, body)
+        assert body["error"]["retryable"] is False
+        assert body["error"]["message"], (name, args)
+    assert unknown[0] and unknown[1]["error"]["code"] == "unknown_tool"
+    assert not still[0] and still[1]["delivery"] == "sent"
+    assert [e["text"] for e in events_of(setup)] == ["still here"]
+
+
+def test_a_bad_idempotency_key_the_hub_refuses_is_final_and_posts_nothing(
+    setup: Setup, mcp_server: Callable[..., McpServer]
+) -> None:
+    async def scenario(c: Client) -> Any:
+        return await call(
+            c, "post_message", {"room": setup.room, "text": "x", "idempotency_key": "has space"}
+        )
+
+    err, body = mcp_server().run(scenario)
+    assert err and body["error"]["code"] == "invalid_idempotency_key"
+    assert body["error"]["retryable"] is False
+    assert events_of(setup) == []
+
+
+def test_the_token_can_come_from_a_token_file(
+    setup: Setup, mcp_server: Callable[..., McpServer], tmp_path: Path
+) -> None:
+    token_file = tmp_path / "bot.token"
+    token_file.write_text(setup.tokens["bot"] + "\n")
+    server = mcp_server(member=None, extra_args=["--token-file", str(token_file)])
+
+    async def scenario(c: Client) -> Any:
+        return await call(c, "post_message", {"room": "general", "text": "from the file"})
+
+    err, body = server.run(scenario)
+    assert not err and body["delivery"] == "sent"
+    assert [e["sender"] for e in events_of(setup)] == ["bot"]
