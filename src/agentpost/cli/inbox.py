@@ -19,7 +19,7 @@ from agentpost.cli.common import (
 from agentpost.client import Event, HubClient, InboxItem
 
 
-@main.command()
+@main.group(invoke_without_command=True)
 @click.option("--after", type=int, default=None, help="Start after this cursor (default: acked).")
 @click.option("--wait", type=float, default=0.0, show_default=True, help="Long-poll seconds.")
 @click.option("--ack", is_flag=True, help="Acknowledge what was shown (advance the cursor).")
@@ -28,7 +28,9 @@ from agentpost.client import Event, HubClient, InboxItem
 )
 @hub_options
 @json_option
+@click.pass_context
 def inbox(
+    ctx: click.Context,
     after: int | None,
     wait: float,
     ack: bool,
@@ -38,6 +40,8 @@ def inbox(
     as_json: bool,
 ) -> None:
     """Show the events that woke you (your inbox), oldest first."""
+    if ctx.invoked_subcommand is not None:
+        return  # `inbox hook …` (cli/inbox_hook.py)
     if follow:
         _follow_inbox(after, ack, hub, token, as_json)
         return
@@ -172,6 +176,7 @@ def room_settings(
 
 
 def _attach() -> None:
+    from agentpost.cli import inbox_hook as _inbox_hook  # noqa: F401  (adds `inbox hook`)
     from agentpost.cli.rooms import room
 
     room.add_command(room_settings)

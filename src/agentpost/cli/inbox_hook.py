@@ -1,0 +1,225 @@
+"""`agentpost inbox hook session-start|prompt|stop`: a coding agent's hooks show its new
+hub wake-ups (DESIGN.md §11: an MCP notification never starts a turn in an idle agent).
+
+Each wake-up is printed once: what was shown is remembered in a small state file per
+(hub, token) under `$XDG_STATE_HOME/agentpost/inbox-hook/` (0600), and the hub's inbox
+cursor moves only with `--ack`. `prompt` asks the hub at most every 30 s. `stop` prints
+Claude Code's `{"decision": "block", "reason": …}` so a finishing agent sees what came in.
+A hook never fails the agent's turn: it always exits 0, errors are one line on stderr,
+and it prints nothing when nothing is new.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import msgspec
+
+from agentpost.cli.inbox import inbox
+from agentpost.client import Event, HubClient, HubError
+from agentpost.mcp.tools import delegation_waiting
+
+EVENTS = ("session-start", "prompt", "stop")
+PROMPT_EVERY_SECONDS = 30.0
+PAGE = 20
+FIRST_LINE_CHARS = 200
+NOW_ENV = "AGENTPOST_HOOK_NOW"  # pins the clock (tests)
+
+
+class HookState(msgspec.Struct):
+    shown: int = 0  # the highest inbox cursor already printed
+    checked_at: float | None = None  # when the hub was last asked
+
+
+@dataclass
+class Shown:
+    cursor: int
+    event: Event
+    room_name: str
+    waiting: bool
+
+
+def state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "agentpost" / "inbox-hook"
+
+
+def state_path(hub: str, token: str) -> Path:
+    # Named by a digest of (hub, token) with its own prefix: never the hub's token hash.
+    digest = hashlib.sha256(f"agentpost inbox hook\0{hub}\0{token}".encode()).hexdigest()
+    return state_dir() / f"{digest[:32]}.json"
+
+
+def load_state(path: Path) -> HookState:
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=HookState)
+    except FileNotFoundError:
+        return HookState()
+    except (OSError, msgspec.DecodeError) as exc:
+        # Unreadable: start over. The worst case is a wake-up shown twice, never one hidden.
+        print(f"agentpost inbox hook: state {path} unreadable ({exc}); starting over", file=sys.stderr)
+        return HookState()
+
+
+def save_state(path: Path, state: HookState) -> None:
+    """temp → fsync → rename → fsync(dir), the file 0600 (CONVENTIONS 6)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".state-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(msgspec.json.encode(state))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+@contextmanager
+def hook_lock(path: Path) -> Iterator[bool]:
+    """True when this hook may run; False while another hook of the same member runs (it
+    shows the same wake-ups, so this one stays quiet)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def read_token_file(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"agentpost inbox hook: cannot read the token file {path}: {exc}", file=sys.stderr)
+        return None
+
+
+def _now() -> float:
+    pinned = os.environ.get(NOW_ENV)
+    return float(pinned) if pinned else time.time()
+
+
+def render(name: str, shown: list[Shown], more: bool) -> str:
+    noun = "wake-up" if len(shown) == 1 else "wake-ups"
+    lines = [f"agentpost inbox: {len(shown)} new {noun} for {name}"]
+    for s in shown:
+        ev = s.event
+        first = (ev.text.splitlines() or [""])[0][:FIRST_LINE_CHARS]
+        if ev.type == "media" and ev.attachments:
+            first = first or f"[file {ev.attachments[0].name}]"
+        lines.append(f"- in {s.room_name} from {ev.sender} (event {ev.id}, cursor {s.cursor}):")
+        lines.append(f"    {first}")
+        if s.waiting:
+            lines.append(
+                "    delegation: waits for your receipt (reply to this event with reply_kind "
+                "result, error, needs_input or cancelled)"
+            )
+    if more:
+        lines.append("More are waiting: read them with the read_inbox tool.")
+    lines.append("Read them with read_inbox (or `agentpost inbox`); answer with reply.")
+    return "\n".join(lines) + "\n"
+
+
+def _fetch(event: str, hub: str, token: str, after_shown: int, ack: bool) -> int:
+    """Print the new wake-ups after `after_shown`; the cursor shown up to."""
+    with HubClient(hub, token, timeout=10.0) as c:
+        me = c.me()
+        after = max(after_shown, int(me.get("inbox_cursor", 0)))
+        page = c.inbox(after=after, limit=PAGE)
+        if not page.items:
+            return after
+        names = {r.id: r.name for r in c.rooms(me["workspace"]["name"])}
+        name = str(me["member"]["name"])
+        shown = [
+            Shown(i.cursor, i.event, names.get(i.event.room, i.event.room), delegation_waiting(i.event, name))
+            for i in page.items
+        ]
+        _emit(event, render(name, shown, more=len(page.items) >= PAGE))
+        if ack:
+            try:
+                c.ack(page.cursor)
+            except HubError as exc:
+                print(f"agentpost inbox hook: ack failed: {exc.code}: {exc.message}", file=sys.stderr)
+        return page.cursor
+
+
+def _emit(event: str, text: str) -> None:
+    if event == "stop":
+        sys.stdout.write(json.dumps({"decision": "block", "reason": text}) + "\n")
+    else:
+        sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def run_hook(event: str, hub: str, token: str | None, ack: bool) -> None:
+    if event not in EVENTS:
+        print(f"agentpost inbox hook: unknown event {event!r}; use one of {', '.join(EVENTS)}", file=sys.stderr)
+        return
+    if not token:
+        print(
+            "agentpost inbox hook: no member token (AGENTPOST_TOKEN is not set and no "
+            "--token-file); nothing to show",
+            file=sys.stderr,
+        )
+        return
+    path = state_path(hub, token)
+    with hook_lock(path) as mine:
+        if not mine:
+            return
+        state = load_state(path)
+        now = _now()
+        if event == "prompt" and state.checked_at is not None:
+            if 0 <= now - state.checked_at < PROMPT_EVERY_SECONDS:
+                return
+        try:
+            cursor = _fetch(event, hub, token, state.shown, ack)
+        except HubError as exc:
+            print(f"agentpost inbox hook: {exc.code}: {exc.message}", file=sys.stderr)
+            return
+        save_state(path, HookState(shown=max(cursor, state.shown), checked_at=now))
+
+
+@inbox.command("hook")
+@click.argument("event", required=False, default="", metavar="session-start|prompt|stop")
+@click.option("--ack", is_flag=True, help="Also acknowledge what was shown on the hub.")
+@click.option("--hub", envvar="AGENTPOST_HUB", default="http://127.0.0.1:8470", show_default=True)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the member token from this file (keeps it out of the agent's environment); "
+    "default: env AGENTPOST_TOKEN.",
+)
+def hook_cmd(event: str, ack: bool, hub: str, token_file: Path | None) -> None:
+    """Run from a coding agent's hook: print new wake-ups once. Always exits 0."""
+    try:
+        token = os.environ.get("AGENTPOST_TOKEN")
+        if token_file is not None:
+            token = read_token_file(token_file)
+        run_hook(event, hub.rstrip("/"), token, ack)
+    except Exception as exc:  # a hook must never break the agent's turn; say what happened
+        print(f"agentpost inbox hook: failed: {exc!r}", file=sys.stderr)
+    sys.exit(0)

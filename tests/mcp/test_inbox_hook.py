@@ -1,0 +1,178 @@
+"""`agentpost inbox hook session-start|prompt|stop`: a new wake-up is printed once, prompts
+ask the hub at most every 30 s, the hub cursor moves only with --ack, and the hook always
+exits 0 (DESIGN.md §11)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hubproc import Setup
+
+
+class Hook:
+    def __init__(self, setup: Setup, state: Path, member: str = "bot") -> None:
+        self.setup = setup
+        self.state = state
+        self.token: str | None = setup.tokens[member]
+        self.hub = setup.hub.url
+
+    def __call__(
+        self, event: str, *extra: str, now: float | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "AGENTPOST_HUB": self.hub, "XDG_STATE_HOME": str(self.state)}
+        env.pop("AGENTPOST_TOKEN", None)
+        if self.token is not None:
+            env["AGENTPOST_TOKEN"] = self.token
+        if now is not None:
+            env["AGENTPOST_HOOK_NOW"] = str(now)
+        p = subprocess.run(
+            [sys.executable, "-m", "agentpost", "inbox", "hook", event, *extra],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert p.returncode == 0, p.stderr
+        return p
+
+
+@pytest.fixture
+def hook(setup: Setup, tmp_path: Path) -> Hook:
+    return Hook(setup, tmp_path / "state")
+
+
+def _post(setup: Setup, sender: str, text: str) -> dict:
+    with setup.hub.client(setup.tokens[sender]) as c:
+        r = c.post(f"/v1/rooms/{setup.room}/messages", json={"text": text})
+        assert r.status_code == 201, r.text
+        ev: dict = r.json()["event"]
+        return ev
+
+
+def _hub_cursor(setup: Setup, member: str = "bot") -> int:
+    with setup.hub.client(setup.tokens[member]) as c:
+        return int(c.get("/v1/me").json()["inbox_cursor"])
+
+
+def test_session_start_prints_a_new_wake_up_once_in_a_short_block(
+    setup: Setup, hook: Hook
+) -> None:
+    ev = _post(setup, "alice", "@bot please look at the build\nit failed twice")
+    shown = hook("session-start").stdout
+    assert shown.startswith("agentpost inbox: 1 new wake-up for bot\n")
+    assert f"- in general from alice (event {ev['id']}, cursor 1):\n" in shown
+    assert "    @bot please look at the build\n" in shown
+    assert "it failed twice" not in shown  # the first line only
+    assert "delegation" not in shown  # a person asked; nothing waits for a receipt
+    assert hook("session-start").stdout == "", "a wake-up is shown once"
+    assert hook("prompt", now=time.time() + 3600).stdout == ""
+    assert _hub_cursor(setup) == 0, "without --ack the hub cursor stays"
+
+
+def test_silent_when_nothing_is_new(hook: Hook) -> None:
+    for event in ("session-start", "prompt", "stop"):
+        p = hook(event)
+        assert (p.stdout, p.stderr) == ("", "")
+
+
+def test_prompt_asks_the_hub_at_most_every_30_seconds(setup: Setup, hook: Hook) -> None:
+    t0 = time.time()
+    _post(setup, "alice", "@bot one")
+    assert "@bot one" in hook("prompt", now=t0).stdout
+    _post(setup, "alice", "@bot two")
+    assert hook("prompt", now=t0 + 10).stdout == "", "throttled: the hub is not asked"
+    assert hook("prompt", now=t0 + 29).stdout == ""
+    later = hook("prompt", now=t0 + 31).stdout
+    assert "@bot two" in later and "@bot one" not in later
+    _post(setup, "alice", "@bot three")
+    assert "@bot three" in hook("session-start", now=t0 + 32).stdout, "session-start: no throttle"
+
+
+def test_ack_marks_what_was_shown_as_seen_on_the_hub(setup: Setup, hook: Hook) -> None:
+    _post(setup, "alice", "@bot a")
+    _post(setup, "alice", "@bot b")
+    shown = hook("session-start", "--ack").stdout
+    assert "2 new wake-ups for bot" in shown
+    assert _hub_cursor(setup) == 2
+    with setup.hub.client(setup.tokens["bot"]) as c:
+        assert c.get("/v1/inbox").json()["items"] == []
+
+
+def test_a_wake_up_acked_elsewhere_is_not_shown_again(setup: Setup, hook: Hook) -> None:
+    _post(setup, "alice", "@bot handled by the MCP tools")
+    with setup.hub.client(setup.tokens["bot"]) as c:
+        assert c.post("/v1/inbox/ack", json={"cursor": 1}).status_code == 200
+    assert hook("session-start").stdout == ""
+
+
+def test_a_delegation_waiting_for_a_receipt_says_so(setup: Setup, hook: Hook) -> None:
+    e1 = _post(setup, "helper", "@bot draft the notes")
+    shown = hook("session-start").stdout
+    assert "- in general from helper" in shown
+    assert "delegation: waits for your receipt" in shown
+    with setup.hub.client(setup.tokens["bot"]) as c:
+        r = c.post(
+            f"/v1/rooms/{setup.room}/messages",
+            json={"text": "done", "in_reply_to": e1["id"], "reply_kind": "result"},
+        )
+        assert r.json()["event"]["route"] == "receipt"
+
+
+def test_stop_prints_claude_codes_block_decision_with_the_wake_ups(
+    setup: Setup, hook: Hook
+) -> None:
+    _post(setup, "alice", "@bot one more thing")
+    out = hook("stop").stdout
+    decision = json.loads(out)
+    assert decision["decision"] == "block"
+    assert "@bot one more thing" in decision["reason"]
+    assert hook("stop").stdout == "", "shown once: a stop hook never loops"
+
+
+def test_the_hook_always_exits_0_and_says_why_on_stderr(
+    setup: Setup, hook: Hook, tmp_path: Path
+) -> None:
+    _post(setup, "alice", "@bot hi")
+    hook.token = "ap_bad"
+    bad = hook("session-start")
+    assert bad.stdout == "" and "unauthorized" in bad.stderr
+    hook.token = None
+    none = hook("prompt")
+    assert none.stdout == "" and "AGENTPOST_TOKEN is not set" in none.stderr
+    missing = hook("prompt", "--token-file", str(tmp_path / "nope.token"))
+    assert missing.stdout == "" and "cannot read the token file" in missing.stderr
+    hook.token = setup.tokens["bot"]
+    unknown = hook("bogus")
+    assert unknown.stdout == "" and "unknown event" in unknown.stderr
+    setup.hub.kill()
+    down = hook("session-start")
+    assert down.stdout == "" and "hub_unreachable" in down.stderr
+
+
+def test_the_state_file_is_private_and_holds_no_token(setup: Setup, hook: Hook) -> None:
+    _post(setup, "alice", "@bot x")
+    hook("session-start")
+    files = list((hook.state / "agentpost" / "inbox-hook").glob("*.json"))
+    assert len(files) == 1
+    assert stat.S_IMODE(files[0].stat().st_mode) == 0o600
+    assert setup.tokens["bot"] not in files[0].read_text()
+    assert setup.tokens["bot"] not in files[0].name
+
+
+def test_the_token_can_come_from_a_file_instead_of_the_environment(
+    setup: Setup, hook: Hook, tmp_path: Path
+) -> None:
+    _post(setup, "alice", "@bot from a file")
+    token_file = tmp_path / "bot.token"
+    token_file.write_text(setup.tokens["bot"] + "\n")
+    token_file.chmod(0o600)
+    hook.token = None
+    assert "@bot from a file" in hook("session-start", "--token-file", str(token_file)).stdout
