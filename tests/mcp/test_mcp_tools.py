@@ -162,7 +162,7 @@ def test_the_error_is_also_in_the_text_content_for_models_that_read_only_text(
     assert '"code": "room_not_found"' in text and '"retryable": false' in text
 
 
-def test_reply_stamps_in_reply_to_and_is_no_receipt_without_a_delegation(
+def test_reply_stamps_in_reply_to_and_wakes_the_person_who_asked_once(
     setup: Setup, mcp_server: Callable[..., McpServer]
 ) -> None:
     with setup.hub.client(setup.tokens["alice"]) as alice:
@@ -177,7 +177,9 @@ def test_reply_stamps_in_reply_to_and_is_no_receipt_without_a_delegation(
     (err1, plain), (err2, kind) = mcp_server().run(scenario)
     assert not err1 and not err2
     assert plain["in_reply_to"] == e1 and plain["receipt"] is False
-    assert kind["receipt"] is False  # alice's message delegated nothing (§4)
+    assert plain["targets"] == ["alice"]  # a person who asks is told (§4)
+    assert kind["receipt"] is False  # alice's message delegated nothing
+    assert kind["targets"] == []  # once per (event, replier)
     evs = events_of(setup)[-2:]
     assert [(e["in_reply_to"], e["reply_kind"], e["text"]) for e in evs] == [
         (e1, None, "all green"),
