@@ -79,7 +79,13 @@ class EgressRoots:
     """The directories files may be sent from (none: nothing may be sent)."""
 
     def __init__(self, roots: Iterable[str | Path], max_bytes: int) -> None:
-        self.roots = [Path(os.path.abspath(r)) for r in roots]
+        # Each root as given and as resolved (a root may itself be reached through a link,
+        # e.g. /tmp on macOS): a path may name it either way; below it, no link is followed.
+        self.roots: list[Path] = []
+        for r in roots:
+            for spelling in (Path(os.path.abspath(r)), Path(os.path.realpath(r))):
+                if spelling not in self.roots:
+                    self.roots.append(spelling)
         self.max_bytes = max_bytes
 
     def open(self, path: str | Path, base: Path | None = None) -> OpenedFile:

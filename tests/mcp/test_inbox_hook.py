@@ -155,6 +155,10 @@ def test_the_hook_always_exits_0_and_says_why_on_stderr(
     setup.hub.kill()
     down = hook("session-start")
     assert down.stdout == "" and "hub_unreachable" in down.stderr
+    t0 = time.time() + 100  # past the pause that the failed session-start began
+    assert "hub_unreachable" in hook("prompt", now=t0).stderr
+    quiet = hook("prompt", now=t0 + 5)
+    assert (quiet.stdout, quiet.stderr) == ("", ""), "a hub that is down is not asked each prompt"
 
 
 def test_the_state_file_is_private_and_holds_no_token(setup: Setup, hook: Hook) -> None:

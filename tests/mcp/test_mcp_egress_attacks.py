@@ -149,3 +149,22 @@ def test_a_symlink_swapped_in_after_the_first_upload_is_refused(
     assert not first[0]
     assert second[0] and second[1]["error"]["code"] == "path_symlink"
     assert len(events_of(setup)) == 1
+
+
+def test_a_root_reached_through_a_link_may_be_named_either_way(
+    setup: Setup, mcp_server: Callable[..., McpServer], tmp_path: Path
+) -> None:
+    real = tmp_path / "real-root"
+    real.mkdir()
+    (real / "a.txt").write_text("a")
+    alias = tmp_path / "alias-root"
+    os.symlink(real, alias)
+
+    async def scenario(c: Client) -> Any:
+        via_alias = await call(c, "upload_file", {"room": "general", "path": str(alias / "a.txt")})
+        via_real = await call(c, "upload_file", {"room": "general", "path": str(real / "a.txt")})
+        return via_alias, via_real
+
+    via_alias, via_real = mcp_server(roots=[alias]).run(scenario)
+    assert not via_alias[0] and not via_real[0]
+    assert via_real[1]["delivery"] == "sent"  # another path spelling: another derived key

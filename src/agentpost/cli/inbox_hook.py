@@ -198,7 +198,7 @@ def run_hook(event: str, hub: str, token: str | None, ack: bool) -> None:
             cursor = _fetch(event, hub, token, state.shown, ack)
         except HubError as exc:
             print(f"agentpost inbox hook: {exc.code}: {exc.message}", file=sys.stderr)
-            return
+            cursor = state.shown  # a hub that is down is asked again after the pause too
         save_state(path, HookState(shown=max(cursor, state.shown), checked_at=now))
 
 
