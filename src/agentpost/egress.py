@@ -1,15 +1,14 @@
-"""File egress: which local files an agent may send out, judged on the opened descriptor.
+"""Which local files may leave (DESIGN.md §6, §11): only from egress roots, judged on an
+opened descriptor, never on a path string. The one judge for every part that sends files:
+a connect Turn's `resource_link` files (`open(uri)`) and the MCP server's `upload_file`
+(`open_path(path)`).
 
-A path is allowed only inside one of the configured roots. It is opened by walking from
-the root's own descriptor one component at a time with `O_NOFOLLOW`, so a symlink anywhere
-below the root (or swapped in while we walk) is refused, never followed; `..` is refused
-before any walk. The final descriptor must be a regular file with one link (a hard link
-would let a file from outside a root be named from inside it) and at most `max_bytes`.
-What is sent is read from that descriptor, so nothing can change which file it is after
-the check (DESIGN.md §6 "Turn egress roots"; `agentpost mcp --allow-root`, §11).
-
-Shared by every part that sends local files: the MCP server's `upload_file` and the
-connect Worker's `resource_link` files.
+A `file://` path is walked component by component from the root's own descriptor with
+`O_NOFOLLOW` (a symlink anywhere is refused, `.` and `..` are refused outright), and the
+last component must open as a regular file with one link (`st_nlink == 1`, so a hard link
+to a file elsewhere is refused) and at most `max_bytes`. The caller reads the bytes from
+that very descriptor, so nothing can be swapped in between the check and the upload.
+Every refusal carries a stable `code` (one of `CODES`) besides its one-line message.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from urllib.parse import unquote, urlsplit
 
 OUTSIDE_ROOTS = "path_outside_roots"
 PARENT_REFERENCE = "path_parent_reference"
@@ -30,6 +29,7 @@ HARD_LINK = "path_hard_link"
 TOO_LARGE = "path_too_large"
 NOT_FOUND = "path_not_found"
 UNREADABLE = "path_unreadable"
+INVALID = "path_invalid"
 
 CODES = (
     OUTSIDE_ROOTS,
@@ -40,128 +40,132 @@ CODES = (
     TOO_LARGE,
     NOT_FOUND,
     UNREADABLE,
+    INVALID,
 )
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# O_NONBLOCK: opening a FIFO for reading must not wait for a writer before we can refuse it.
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
 
 
 class EgressRefused(Exception):
-    """The file may not be sent; `code` is one of `CODES`, stable for callers."""
+    """A file that may not be sent; the message names why, for the one-line notice, and
+    `code` says it for programs."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
+    def __init__(self, message: str, code: str = UNREADABLE) -> None:
+        super().__init__(message)
         self.code = code
         self.message = message
 
 
-@dataclass
+@dataclass(frozen=True)
 class OpenedFile:
-    """A file allowed out: its open binary handle (positioned at 0), name and size."""
-
-    file: BinaryIO
+    fd: int
     name: str
     size: int
-    root: Path
-
-    def close(self) -> None:
-        self.file.close()
-
-    def __enter__(self) -> OpenedFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class EgressRoots:
-    """The directories files may be sent from (none: nothing may be sent)."""
+    """The egress roots (connect: the repo and every `--egress-root`; mcp: every
+    `--allow-root`), each kept as given and as resolved, so a path may name a root that is
+    itself reached through a link either way; below a root, no link is ever followed."""
 
     def __init__(self, roots: Iterable[str | Path], max_bytes: int) -> None:
-        # Each root as given and as resolved (a root may itself be reached through a link,
-        # e.g. /tmp on macOS): a path may name it either way; below it, no link is followed.
         self.roots: list[Path] = []
         for r in roots:
-            for spelling in (Path(os.path.abspath(r)), Path(os.path.realpath(r))):
+            for spelling in (Path(os.path.realpath(r)), Path(os.path.abspath(r))):
                 if spelling not in self.roots:
                     self.roots.append(spelling)
         self.max_bytes = max_bytes
 
-    def open(self, path: str | Path, base: Path | None = None) -> OpenedFile:
-        """Open `path` (relative paths against `base`, default the working directory) if
-        it is a regular single-link file under a root, reached without any symlink."""
-        raw = str(path)
-        if not raw or "\x00" in raw:
-            raise EgressRefused(NOT_FOUND, "the path is empty or holds a NUL byte")
-        given = Path(raw)
-        if ".." in given.parts:
-            raise EgressRefused(PARENT_REFERENCE, f"{raw!r}: `..` is not allowed in a path")
-        full = given if given.is_absolute() else (base or Path.cwd()) / given
-        full = Path(os.path.normpath(full))  # only `.` and `//` go: `..` was refused above
-        if not self.roots:
-            raise EgressRefused(OUTSIDE_ROOTS, "no --allow-root was given: no file may be sent")
+    def contains(self, path: Path) -> Path | None:
+        """The first root whose tree lexically holds `path` (real path), or None."""
+        real = Path(os.path.realpath(path))
         for root in self.roots:
-            rest = _below(full, root)
-            if rest is not None:
-                return _open_under(root, rest, raw, self.max_bytes)
-        names = ", ".join(str(r) for r in self.roots)
-        raise EgressRefused(OUTSIDE_ROOTS, f"{raw!r} is not inside an allowed root ({names})")
-
-
-def _below(full: Path, root: Path) -> list[str] | None:
-    """The components of `full` below `root` (compared component by component, so a
-    look-alike prefix like `/data-evil` is not under `/data`); None when not below."""
-    fp, rp = full.parts, root.parts
-    if len(fp) <= len(rp) or fp[: len(rp)] != rp:
+            if real == root or root in real.parents:
+                return root
         return None
-    return list(fp[len(rp) :])
 
+    def open(self, uri: str) -> OpenedFile:
+        """Open the file a `resource_link` names, or raise `EgressRefused`."""
+        return self.open_path(_path_of(uri))
 
-def _refusal(exc: OSError, raw: str) -> EgressRefused:
-    if exc.errno in (errno.ELOOP, errno.EMLINK):
-        return EgressRefused(SYMLINK, f"{raw!r} goes through a symbolic link")
-    if exc.errno == errno.ENOTDIR:
-        # O_DIRECTORY|O_NOFOLLOW on a symlink to a directory also lands here.
-        return EgressRefused(SYMLINK, f"{raw!r}: a path component is a link or not a directory")
-    if exc.errno == errno.ENOENT:
-        return EgressRefused(NOT_FOUND, f"{raw!r} does not exist")
-    return EgressRefused(UNREADABLE, f"{raw!r} cannot be opened: {exc.strerror}")
+    def open_path(self, path: str) -> OpenedFile:
+        """Open the file at the absolute `path`, or raise `EgressRefused`."""
+        if not path.startswith("/") or "\x00" in path:
+            raise EgressRefused(f"{path[:120]!r} is not an absolute path", INVALID)
+        for root in self.roots:
+            rest = _relative(path, root)
+            if rest is not None:
+                return self._open_under(root, rest, path)
+        raise EgressRefused(f"{path} is outside the egress roots", OUTSIDE_ROOTS)
 
-
-def _open_under(root: Path, rest: list[str], raw: str, max_bytes: int) -> OpenedFile:
-    try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise EgressRefused(UNREADABLE, f"the root {str(root)!r} cannot be opened") from exc
-    try:
-        for part in rest[:-1]:
-            try:
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                raise _refusal(exc, raw) from None
-            os.close(fd)
-            fd = nxt
+    def _open_under(self, root: Path, parts: list[str], shown: str) -> OpenedFile:
+        if not parts:
+            raise EgressRefused(f"{shown} is a directory", NOT_REGULAR)
         try:
-            file_fd = os.open(rest[-1], _FILE_FLAGS, dir_fd=fd)
+            dir_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
-            raise _refusal(exc, raw) from None
-    finally:
-        os.close(fd)
+            raise EgressRefused(
+                f"egress root {root} cannot be opened: {exc.strerror}", UNREADABLE
+            ) from exc
+        try:
+            for part in parts[:-1]:
+                next_fd = _step(dir_fd, part, shown)
+                os.close(dir_fd)
+                dir_fd = next_fd
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+            try:
+                fd = os.open(parts[-1], flags, dir_fd=dir_fd)
+            except OSError as exc:
+                raise _why(shown, exc) from exc
+        finally:
+            os.close(dir_fd)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise EgressRefused(f"{shown} is not a regular file", NOT_REGULAR)
+            if st.st_nlink != 1:
+                raise EgressRefused(f"{shown} has {st.st_nlink} hard links", HARD_LINK)
+            if st.st_size > self.max_bytes:
+                raise EgressRefused(f"{shown} is over {self.max_bytes} bytes", TOO_LARGE)
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return OpenedFile(fd=fd, name=parts[-1], size=st.st_size)
+
+
+def _path_of(uri: str) -> str:
+    parts = urlsplit(uri)
+    if parts.scheme != "file":
+        raise EgressRefused(f"{uri[:120]} is not a file:// link", INVALID)
+    if parts.netloc not in ("", "localhost"):
+        raise EgressRefused(f"{uri[:120]} names another host", INVALID)
+    path = unquote(parts.path)
+    if not path.startswith("/") or "\x00" in path:
+        raise EgressRefused(f"{uri[:120]} is not an absolute path", INVALID)
+    return path
+
+
+def _relative(path: str, root: Path) -> list[str] | None:
+    """The components of `path` below `root`, lexically; `.`/`..` anywhere refuse it."""
+    parts = [p for p in path.split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        raise EgressRefused(f"{path} has a '.' or '..' component", PARENT_REFERENCE)
+    root_parts = [p for p in str(root).split("/") if p]
+    if parts[: len(root_parts)] != root_parts:
+        return None
+    return parts[len(root_parts) :]
+
+
+def _step(dir_fd: int, part: str, shown: str) -> int:
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        return _judge(file_fd, root, rest[-1], raw, max_bytes)
-    except BaseException:
-        os.close(file_fd)
-        raise
+        return os.open(part, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        raise _why(shown, exc) from exc
 
 
-def _judge(fd: int, root: Path, name: str, raw: str, max_bytes: int) -> OpenedFile:
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        raise EgressRefused(NOT_REGULAR, f"{raw!r} is not a regular file")
-    if st.st_nlink != 1:
-        raise EgressRefused(HARD_LINK, f"{raw!r} has {st.st_nlink} hard links; only one is allowed")
-    if st.st_size > max_bytes:
-        raise EgressRefused(TOO_LARGE, f"{raw!r} is {st.st_size} bytes; at most {max_bytes}")
-    os.set_blocking(fd, True)
-    return OpenedFile(file=os.fdopen(fd, "rb"), name=name, size=st.st_size, root=root)
+def _why(shown: str, exc: OSError) -> EgressRefused:
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        return EgressRefused(f"{shown} goes through a symlink or a non-directory", SYMLINK)
+    if exc.errno == errno.ENOENT:
+        return EgressRefused(f"{shown} does not exist", NOT_FOUND)
+    return EgressRefused(f"{shown} cannot be opened: {exc.strerror}", UNREADABLE)

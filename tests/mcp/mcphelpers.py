@@ -1,6 +1,6 @@
 """Helpers: `agentpost mcp` driven by the `mcp` SDK's own stdio client against a real hub process.
 
-`mcp_server(token)` gives a `McpServer`; `server.run(scenario)` starts `agentpost mcp` as a
+The `mcp_server` fixture (import it into a test module) gives `make(member)` → `McpServer`; `server.run(scenario)` starts `agentpost mcp` as a
 subprocess (a fresh MCP session: a new server session id), runs the async `scenario(client)`
 and closes it. `call(client, tool, args)` returns (is_error, structured body).
 """
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -61,3 +62,12 @@ def events_of(setup: Setup, room: str | None = None, token_of: str = "alice") ->
         assert r.status_code == 200, r.text
         events: list[dict[str, Any]] = r.json()["events"]
         return events
+
+
+@pytest.fixture
+def mcp_server(setup: Setup, tmp_path: Path) -> Callable[..., McpServer]:
+    def make(member: str | None = "bot", **kw: Any) -> McpServer:
+        token = setup.tokens[member] if member is not None else None
+        return McpServer(setup.hub.url, token, tmp_path / "mcp-stderr.log", **kw)
+
+    return make

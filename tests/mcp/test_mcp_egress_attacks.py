@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
-from mcphelpers import McpServer, call, events_of
+from mcphelpers import McpServer, call, events_of, mcp_server  # noqa: F401 (a fixture)
 
 from hubproc import Setup
 
@@ -74,18 +74,19 @@ def _attacks(tmp_path: Path) -> tuple[Path, dict[str, tuple[str, str]]]:
         "outside": (str(secret), "path_outside_roots"),
         "dotdot": (str(root / "sub" / ".." / ".." / "outside" / "secret.txt"), "path_parent_reference"),
         "dotdot_inside": (str(root / "sub" / ".." / "sub" / "ok.txt"), "path_parent_reference"),
+        "dot_folds_away": (str(root / "sub") + "/./missing.txt", "path_not_found"),
         "symlink_file": (str(root / "link.txt"), "path_symlink"),
         "symlink_inside": (str(root / "inner-link.txt"), "path_symlink"),
         "symlink_dir": (str(root / "linkdir" / "secret.txt"), "path_symlink"),
         "hard_link": (str(root / "hard.txt"), "path_hard_link"),
         "fifo": (str(root / "pipe"), "path_not_regular"),
         "directory": (str(root / "sub"), "path_not_regular"),
-        "the_root_itself": (str(root), "path_outside_roots"),
+        "the_root_itself": (str(root), "path_not_regular"),
         "lookalike_prefix": (str(tmp_path / "root-evil" / "x.txt"), "path_outside_roots"),
         "missing": (str(root / "nope.txt"), "path_not_found"),
         "relative_outside": ("../outside/secret.txt", "path_parent_reference"),
         "too_large": (str(big), "path_too_large"),
-        "nul_byte": (str(root / "sub") + "/ok.txt\x00", "path_not_found"),
+        "nul_byte": (str(root / "sub") + "/ok.txt\x00", "invalid_arguments"),
     }
     return root, cases
 

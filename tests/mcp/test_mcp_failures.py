@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
-from mcphelpers import McpServer, call, events_of
+from mcphelpers import McpServer, call, events_of, mcp_server  # noqa: F401 (a fixture)
 
 from hubproc import Setup
 

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import httpx
 from mcp import Client
-from mcphelpers import McpServer, call, events_of
+from mcphelpers import McpServer, call, events_of, mcp_server  # noqa: F401 (a fixture)
 
 from hubproc import Setup
 

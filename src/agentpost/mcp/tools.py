@@ -10,13 +10,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import mimetypes
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from agentpost.client import AsyncHubClient, Event, HubError, PostResult
+from agentpost.egress import OUTSIDE_ROOTS as NO_ROOTS
 from agentpost.egress import EgressRefused, EgressRoots
 from agentpost.mcp import args as a
 from agentpost.mcp import keys
@@ -245,8 +248,9 @@ class Toolbox:
     async def upload_file(self, args: a.UploadFileArgs) -> dict[str, Any]:
         room = await self.room_id(args.room)
         caption = (args.caption or "").strip()
-        with self.roots.open(args.path) as opened:
-            digest = _sha256(opened.file)
+        opened = self.roots.open_path(_absolute(args.path, self.roots))
+        with os.fdopen(opened.fd, "rb") as f:  # the bytes come from the judged descriptor
+            digest = _sha256(f)
             key, source = keys.key_for(
                 self.session_id,
                 "upload_file",
@@ -255,7 +259,7 @@ class Toolbox:
             )
             mime = mimetypes.guess_type(opened.name)[0] or "application/octet-stream"
             res = await self.hub.upload_file(
-                room, opened.name, opened.file, caption=caption, key=key, mime_type=mime
+                room, f, opened.name, caption=caption, key=key, mime_type=mime
             )
         out = self._posted(res, key, source)
         if res.media is not None:
@@ -309,6 +313,18 @@ def _text(text: str) -> str:
     if not trimmed:
         raise ToolFailure(INVALID_ARGUMENTS, "text is empty (only white space); nothing was done")
     return trimmed
+
+
+def _absolute(path: str, roots: EgressRoots) -> str:
+    """The path to judge: a relative one from the server's working directory (where the
+    agent started it); `.` and `//` fold away, `..` is kept for the judge to refuse."""
+    if not roots.roots:
+        raise ToolFailure(
+            NO_ROOTS, "no --allow-root was given to `agentpost mcp`: no file may be sent"
+        )
+    if "\x00" in path:
+        raise ToolFailure(INVALID_ARGUMENTS, "the path holds a NUL byte; nothing was uploaded")
+    return str(Path.cwd() / path)
 
 
 def _sha256(f: Any) -> str:
