@@ -68,6 +68,7 @@ def _register() -> None:
     from agentpost.cli import room_ops as _room_ops  # noqa: F401
     from agentpost.cli import rooms as _rooms  # noqa: F401
     from agentpost.cli import serve as _serve  # noqa: F401
+    from agentpost.cli import status as _status  # noqa: F401
     from agentpost.cli import thread as _thread  # noqa: F401
 
 

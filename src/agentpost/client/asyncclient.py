@@ -7,7 +7,7 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import httpx
 import msgspec
@@ -198,6 +198,12 @@ class AsyncHubClient:
             params["after"] = after
         resp = await self.request("GET", "/v1/inbox", params=params, timeout=max(30.0, wait + 10.0))
         return msgspec.convert(resp.json(), InboxPage)
+
+    async def delivery(self, event_id: str) -> dict[str, Any]:
+        """Who got `event_id`, read it, acked it, answered it (DESIGN.md §12)."""
+        resp = await self.request("GET", f"/v1/events/{quote(event_id, safe='')}/delivery")
+        data: dict[str, Any] = resp.json()["delivery"]
+        return data
 
     async def member(self, workspace: str, name: str) -> Member:
         """One member of your workspace (who owns an agent, whether it is active)."""

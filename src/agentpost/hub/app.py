@@ -33,7 +33,18 @@ from agentpost.hub.errors import (
 from agentpost.hub.idempotency import Idempotency
 from agentpost.hub.metrics import HubMetrics
 from agentpost.hub.notify import Notifier
-from agentpost.hub.routes import admin, events, inbox, messages, meta, rooms, thin, threads, web
+from agentpost.hub.routes import (
+    admin,
+    delivery,
+    events,
+    inbox,
+    messages,
+    meta,
+    rooms,
+    thin,
+    threads,
+    web,
+)
 from agentpost.hub.routing.router import LlmSettings
 from agentpost.hub.state import Hub
 from agentpost.hub.streams import StreamSlots
@@ -70,6 +81,8 @@ ROUTES = [
     Route("/v1/rooms/{room}/stream", events.stream, methods=["GET"]),
     Route("/v1/rooms/{room}/stream-ticket", events.stream_ticket, methods=["POST"]),
     Route("/v1/events/{event}", events.get_event, methods=["GET"]),
+    Route("/v1/rooms/{room}/events/{event}/delivery", delivery.delivery_state, methods=["GET"]),
+    Route("/v1/events/{event}/delivery", delivery.delivery_state, methods=["GET"]),
     Route("/v1/media/{media}", messages.get_media, methods=["GET"]),
     Route("/v1/inbox", inbox.get_inbox, methods=["GET"]),
     Route("/v1/inbox/stream", inbox.inbox_stream, methods=["GET"]),

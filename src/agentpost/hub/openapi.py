@@ -19,6 +19,7 @@ from agentpost.hub.errors import STATUS
 from agentpost.hub.schemas import (
     AckIn,
     CancelIn,
+    DeliveryOut,
     Event,
     MediaOut,
     MemberIn,
@@ -150,6 +151,10 @@ class SendReply(msgspec.Struct):
     send: SendState
 
 
+class DeliveryReply(msgspec.Struct):
+    delivery: DeliveryOut
+
+
 class ErrorDetail(msgspec.Struct):
     """`field` names the offending input; `state` and `reason` come with some codes (§3)."""
 
@@ -191,6 +196,7 @@ _STRUCTS: list[type[msgspec.Struct]] = [
 _STRUCTS += [ThreadIn, ThreadOut, SendReply]  # threads (DESIGN.md §5)
 _STRUCTS += [CancelIn, MemberReply]  # connect (DESIGN.md §6)
 _STRUCTS += [MemberList]
+_STRUCTS += [DeliveryReply]  # delivery state (DESIGN.md §12)
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -692,6 +698,24 @@ def _thread_operations() -> dict[str, dict[str, Any]]:
     }
     return {
         "/v1/workspaces/{ws}/threads/ensure": {"post": ensure},
+        "/v1/rooms/{room}/events/{event}/delivery": {
+            "get": _op(
+                "delivery_state",
+                (200, _json("DeliveryReply")),
+                [*AUTH, Code.EVENT_NOT_FOUND],
+                security=MEMBER,
+                params=[ROOM_ID, EVENT_ID],
+            )
+        },
+        "/v1/events/{event}/delivery": {
+            "get": _op(
+                "delivery_state_by_event",
+                (200, _json("DeliveryReply")),
+                [*AUTH, Code.EVENT_NOT_FOUND],
+                security=MEMBER,
+                params=[EVENT_ID],
+            )
+        },
         "/v1/rooms/{room}/sends": {
             "get": _op(
                 "send_state",

@@ -162,3 +162,30 @@ class SendOut(msgspec.Struct):
     event: msgspec.Raw | None
     response: msgspec.Raw
     recorded_at: str
+
+
+class TargetState(msgspec.Struct):
+    """One target of an event (DESIGN.md §12): `queued` | `read` | `acked` | `removed`."""
+
+    member: str
+    state: str
+    member_status: str
+    read_at: str | None
+    acked_at: str | None
+
+
+class ReceiptState(msgspec.Struct):
+    """One agent an event asked: `replied` (with the event that replied) or `pending`."""
+
+    member: str
+    state: str
+    reply_kind: str | None
+    receipt_event: str | None
+    needs_input: int
+
+
+class DeliveryOut(msgspec.Struct):
+    event_id: str
+    room: str
+    targets: list[TargetState]
+    receipts: list[ReceiptState] | None

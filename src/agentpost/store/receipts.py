@@ -47,13 +47,14 @@ def count_needs_input(db: Db, event_id: str, replier: str, limit: int) -> int | 
     return int(row[0]) if row else None
 
 
-def claim_answer(db: Db, event_id: str, replier: str) -> bool:
-    """Record that `replier` answered the person's event; False when it did before (§4)."""
+def claim_answer(db: Db, event_id: str, replier: str, answer_event: str) -> bool:
+    """Record that `replier` answered the person's event with `answer_event`; False when it
+    did before (§4)."""
     return (
         db.run(
-            "INSERT INTO answers (event_id, replier) VALUES (?, ?)"
+            "INSERT INTO answers (event_id, replier, answer_event) VALUES (?, ?, ?)"
             " ON CONFLICT (event_id, replier) DO NOTHING",
-            (event_id, replier),
+            (event_id, replier, answer_event),
         )
         == 1
     )

@@ -9,6 +9,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from agentpost.core.clock import now_ms
 from agentpost.core.errors import Code, RequestError
 from agentpost.hub import auth
 from agentpost.hub.decode import read_json
@@ -25,8 +26,8 @@ from agentpost.hub.routes.events import (
 )
 from agentpost.hub.routes.sse import PAGE_BYTES, PAGE_EVENTS, sse_response
 from agentpost.hub.schemas import AckIn
-from agentpost.hub.state import hub_of
-from agentpost.store import inbox, members
+from agentpost.hub.state import Hub, hub_of
+from agentpost.store import delivery, inbox, members
 from agentpost.store.engine import Db, Tx
 from agentpost.store.events import Page
 
@@ -68,6 +69,8 @@ async def get_inbox(request: Request) -> Response:
     finally:
         gauge.dec()
     cursor = rows[-1][0] if rows else after
+    if rows:
+        await _handed_out(hub, member.id, after, cursor)
     return json_response(200, b'{"items":[' + _items(rows) + b'],"cursor":%d}' % cursor)
 
 
@@ -84,7 +87,10 @@ async def inbox_stream(request: Request) -> Response:
             auth.still_active(db, member)  # the stream ends when its member is removed
             return inbox.page(db, member.id, pos, PAGE_EVENTS, PAGE_BYTES)
 
-        return await hub.engine.read_stream(read)
+        rows = await hub.engine.read_stream(read)
+        if rows:
+            await _handed_out(hub, member.id, pos, rows[-1][0])
+        return rows
 
     return sse_response(
         request,
@@ -98,6 +104,12 @@ async def inbox_stream(request: Request) -> Response:
     )
 
 
+async def _handed_out(hub: Hub, member_id: str, after: int, upto: int) -> None:
+    """Record a page handed to the member's client as `read` (§12): one write per page."""
+    at = now_ms()
+    await hub.engine.write(lambda tx: delivery.mark_read(tx, member_id, after, upto, at))
+
+
 def _inbox_frame(cursor: int, body: bytes) -> bytes:
     return b'id: %d\nevent: inbox\ndata: {"cursor":%d,"event":' % (cursor, cursor) + body + b"}\n\n"
 
@@ -107,10 +119,16 @@ async def ack(request: Request) -> Response:
     member = await auth.member(request, hub)
     body = await read_json(request, AckIn, hub.config.max_json_bytes)
 
+    at = now_ms()
+
     def advance(tx: Tx) -> int:
         top = inbox.last_cursor(tx, member.id)
+        before = members.inbox_cursor(tx, member.id)
         members.set_inbox_cursor(tx, member.id, min(body.cursor, top))
-        return members.inbox_cursor(tx, member.id)
+        cursor = members.inbox_cursor(tx, member.id)
+        if cursor > before:
+            delivery.mark_acked(tx, member.id, before, cursor, at)
+        return cursor
 
     cursor = await hub.engine.write(advance)
     return json_response(200, b'{"cursor":%d}' % cursor)

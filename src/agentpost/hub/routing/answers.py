@@ -33,7 +33,7 @@ def tell_asker(tx: Tx, room: Room, replier: Member, msg: Message, decision: Deci
         return decision
     if not rooms.is_participant(tx, room.id, person.id):
         return decision
-    if not receipts.claim_answer(tx, asked.id, replier.name):
+    if not receipts.claim_answer(tx, asked.id, replier.name, msg.event_id):
         return decision
     route = decision.route if decision.targets else "answer"
     decision.targets = [*decision.targets, person]
