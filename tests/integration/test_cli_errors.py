@@ -194,3 +194,24 @@ def test_capabilities_without_json_are_lines_for_people(hub: HubProcess) -> None
     assert not out.lstrip().startswith("{")
     assert "room_post_idempotency.header: Idempotency-Key" in out.splitlines()
     assert "thread_send_idempotency: yes" in out.splitlines()
+
+
+def test_mail_json_is_the_one_style(tmp_path) -> None:  # noqa: ANN001
+    # Outside a git repository: a final mail error, in the same shape as the hub commands'.
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTPOST_", "GIT_"))}
+    env["GIT_CEILING_DIRECTORIES"] = str(tmp_path.parent)
+    p = subprocess.run(
+        [sys.executable, "-m", "agentpost", "mail", "inbox", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    err = json_error(p)
+    assert p.returncode == 1 and err["retryable"] is False
+    assert ", " not in p.stdout.split('"message"')[0] and '": ' not in p.stdout  # compact

@@ -33,7 +33,12 @@ def _run(as_json: bool, action: Callable[[MailContext], T], *, check_machine: bo
         return action(MailContext.discover(check_machine=check_machine))
     except MailError as exc:
         if as_json:
-            click.echo(json.dumps(exc.to_json()))
+            body = exc.to_json()
+            error = body["error"]
+            assert isinstance(error, dict)
+            # The one error shape of every command (docs/cli.md): retryable unless final.
+            error.setdefault("retryable", exc.exit_code != 1)
+            _emit(body)
         else:
             click.echo(f"agentpost mail: {exc.message} ({exc.code})", err=True)
         sys.exit(exc.exit_code)
@@ -41,12 +46,13 @@ def _run(as_json: bool, action: Callable[[MailContext], T], *, check_machine: bo
         # A bug, not a refusal: keep the traceback for the report, answer with a code.
         traceback.print_exc()
         if as_json:
-            click.echo(json.dumps({"error": {"code": "internal", "message": repr(exc)}}))
+            _emit({"error": {"code": "internal", "message": repr(exc), "retryable": False}})
         sys.exit(70)
 
 
 def _emit(payload: object) -> None:
-    click.echo(json.dumps(payload, ensure_ascii=False))
+    # Compact and UTF-8, like every other command's JSON (docs/cli.md).
+    click.echo(json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
 
 
 @main.group()
