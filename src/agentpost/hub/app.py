@@ -33,11 +33,13 @@ from agentpost.hub.errors import (
 from agentpost.hub.idempotency import Idempotency
 from agentpost.hub.metrics import HubMetrics
 from agentpost.hub.notify import Notifier
+from agentpost.hub.presence import Presence
 from agentpost.hub.routes import (
     admin,
     delivery,
     events,
     inbox,
+    members,
     messages,
     meta,
     rooms,
@@ -88,7 +90,8 @@ ROUTES = [
     Route("/v1/inbox/stream", inbox.inbox_stream, methods=["GET"]),
     Route("/v1/inbox/ack", inbox.ack, methods=["POST"]),
     Route("/v1/me", inbox.me, methods=["GET"]),
-    Route("/v1/workspaces/{ws}/members/{name}", inbox.get_member, methods=["GET"]),
+    Route("/v1/workspaces/{ws}/members", members.list_members, methods=["GET"]),
+    Route("/v1/workspaces/{ws}/members/{name}", members.get_member, methods=["GET"]),
     Route("/v1/rooms/{room}/cancel", messages.cancel, methods=["POST"]),
     Route("/", web.index, methods=["GET"]),
     Route("/web/{asset}", web.asset, methods=["GET"]),
@@ -201,6 +204,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
         if token_path is not None:
             log.info("admin token: %s", token_path)
         eng = engine or open_engine(config.db_url, config.data_dir)
+        streams = StreamSlots(config.max_streams_per_member)
         hub = Hub(
             config=config,
             engine=eng,
@@ -212,7 +216,13 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             tokens=TokenCache(enabled=not eng.shared),
             http=httpx.AsyncClient(),
             router_settings=LlmSettings.from_env(),
-            streams=StreamSlots(config.max_streams_per_member),
+            streams=streams,
+            presence=Presence(
+                eng,
+                config.presence_online_seconds,
+                config.presence_flush_seconds,
+                streams.holders,
+            ),
         )
         if hub.router_settings is None:
             log.info("no AGENTPOST_ROUTER_URL: rooms with the llm router stop (wake no one)")
@@ -220,12 +230,18 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
         eng.on_notify(hub.notifier.notify)
         app.state.hub = hub
         sweeper = asyncio.create_task(_sweeper(hub))
+        flusher = asyncio.create_task(hub.presence.run())
         try:
             yield
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            for task in (sweeper, flusher):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            try:  # a clean stop keeps the last seconds of presence too
+                await hub.presence.flush()
+            except AgentpostError as exc:
+                log.warning("last presence flush lost: %s", exc.message)
             await hub.http.aclose()
             await eng.close()
 

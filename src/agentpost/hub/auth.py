@@ -1,6 +1,7 @@
 """Who is asking: member tokens (hashed lookups, every request) and the admin token.
 
 No token cache: a removed member is refused on its very next request (DESIGN.md §2).
+Every member let through is stamped as seen (presence, §12): in memory, never a write.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from starlette.requests import Request
 
 from agentpost.core.errors import AuthError, Code
 from agentpost.core.ids import token_hash
+from agentpost.hub.presence import Presence
 from agentpost.store import members
 from agentpost.store.engine import Db, Engine
 from agentpost.store.models import Member
@@ -20,6 +22,7 @@ from agentpost.store.models import Member
 class HasAuth(Protocol):
     engine: Engine
     tokens: TokenCache
+    presence: Presence
 
 
 def bearer(request: Request) -> str:
@@ -70,6 +73,7 @@ async def member_of(authorization: str, hub: HasAuth) -> Member:
     hashed = token_hash(bearer_of(authorization))
     found = hub.tokens.get(hashed)
     if found is not None:
+        hub.presence.seen(found.id)
         return found
     found = await hub.engine.read(lambda db: members.member_by_token(db, hashed))
     if found is not None:
@@ -81,6 +85,7 @@ async def member_of(authorization: str, hub: HasAuth) -> Member:
         raise AuthError(Code.UNAUTHORIZED, "unknown token")
     if found.status != "active":
         raise removed(found.name, found.kind)
+    hub.presence.seen(found.id)
     return found
 
 

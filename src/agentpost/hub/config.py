@@ -37,6 +37,14 @@ class HubConfig:
         default_factory=lambda: float(os.environ.get("AGENTPOST_STREAM_TICKET_SECONDS", "60"))
     )
 
+    # Presence (§12): online means seen this recently; stamps reach the store this often.
+    presence_online_seconds: float = field(
+        default_factory=lambda: float(os.environ.get("AGENTPOST_PRESENCE_ONLINE", "60"))
+    )
+    presence_flush_seconds: float = field(
+        default_factory=lambda: float(os.environ.get("AGENTPOST_PRESENCE_FLUSH", "2"))
+    )
+
     blobs_dir: Path | None = None
 
     @property

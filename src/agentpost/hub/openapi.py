@@ -24,6 +24,7 @@ from agentpost.hub.schemas import (
     MediaOut,
     MemberIn,
     MemberOut,
+    MemberSeen,
     MessageIn,
     Name,
     RoomIn,
@@ -57,7 +58,14 @@ class MemberCreated(msgspec.Struct):
 
 
 class MemberReply(msgspec.Struct):
-    member: MemberOut
+    member: MemberSeen
+
+
+class PresenceList(msgspec.Struct):
+    """The members of a workspace with their presence (DESIGN.md §12)."""
+
+    workspace: str
+    members: list[MemberSeen]
 
 
 class MemberList(msgspec.Struct):
@@ -197,6 +205,7 @@ _STRUCTS += [ThreadIn, ThreadOut, SendReply]  # threads (DESIGN.md §5)
 _STRUCTS += [CancelIn, MemberReply]  # connect (DESIGN.md §6)
 _STRUCTS += [MemberList]
 _STRUCTS += [DeliveryReply]  # delivery state (DESIGN.md §12)
+_STRUCTS += [PresenceList]  # presence (DESIGN.md §12)
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -639,6 +648,15 @@ def _operations() -> dict[str, dict[str, Any]]:
             )
         },
         "/v1/me": {"get": _op("me", (200, _json("Me")), [*AUTH, *WRITE], security=MEMBER)},
+        "/v1/workspaces/{ws}/members": {
+            "get": _op(
+                "workspace_members",
+                (200, _json("PresenceList")),
+                [*AUTH, Code.NO_WORKSPACE, *WRITE],
+                security=MEMBER,
+                params=[WS],
+            )
+        },
         "/v1/workspaces/{ws}/members/{name}": {
             "get": _op(
                 "get_member",

@@ -127,6 +127,14 @@ class MemberOut(msgspec.Struct):
     owner: str | None
 
 
+class MemberSeen(MemberOut):
+    """A member with their presence (DESIGN.md §12): `online` when seen in the last 60 s;
+    `last_seen` null when never seen."""
+
+    online: bool
+    last_seen: str | None
+
+
 class MediaOut(msgspec.Struct):
     id: str
     room: str

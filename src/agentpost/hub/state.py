@@ -13,6 +13,7 @@ from agentpost.hub.config import HubConfig
 from agentpost.hub.idempotency import Idempotency
 from agentpost.hub.metrics import HubMetrics
 from agentpost.hub.notify import Notifier
+from agentpost.hub.presence import Presence
 from agentpost.hub.routing.router import LlmSettings
 from agentpost.hub.streams import StreamSlots
 from agentpost.store.engine import Engine
@@ -31,6 +32,7 @@ class Hub:
     http: httpx.AsyncClient  # outbound calls: the llm router
     router_settings: LlmSettings | None
     streams: StreamSlots
+    presence: Presence
 
 
 def hub_of(request: Request) -> Hub:

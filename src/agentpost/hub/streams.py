@@ -44,5 +44,9 @@ class StreamSlots:
 
         return release
 
+    def holders(self) -> list[str]:
+        """The members holding at least one open stream."""
+        return list(self._open)
+
     def held(self, member_id: str) -> int:
         return self._open.get(member_id, 0)

@@ -141,6 +141,7 @@ def remove_member(db: Db, member_id: str, hard: bool) -> None:
         db.run("DELETE FROM tokens WHERE member_id = ?", (member_id,))
         db.run("DELETE FROM participants WHERE member_id = ?", (member_id,))
         db.run("DELETE FROM inbox WHERE member_id = ?", (member_id,))
+        db.run("DELETE FROM presence WHERE member_id = ?", (member_id,))
         db.run("DELETE FROM members WHERE id = ?", (member_id,))
     else:
         db.run("UPDATE members SET status = 'removed' WHERE id = ?", (member_id,))

@@ -1,7 +1,9 @@
 """Versioned schema migrations, applied at start (DESIGN.md §8).
 
-Migrations are numbered SQL files under `migrations/<dialect>/`; the applied version is
-kept in `schema_version`. A hub refuses to start on a schema newer than it knows.
+Migrations are numbered SQL files under `migrations/<dialect>/`; each applied version is
+kept in `schema_version`. Every shipped version not applied yet is applied, in order, even
+below the highest applied one (two branches may add numbers in either order). A hub
+refuses to start on a schema newer than it knows.
 """
 
 from __future__ import annotations
@@ -57,4 +59,5 @@ def pending(db: Db) -> list[tuple[int, str]]:
     have = current_version(db)
     if have > known:
         raise SchemaTooNew(have, known)
-    return [(v, sql) for v, sql in shipped if v > have]
+    applied = {int(r[0]) for r in db.all("SELECT version FROM schema_version")}
+    return [(v, sql) for v, sql in shipped if v not in applied]

@@ -10,7 +10,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from agentpost.core.clock import now_ms
-from agentpost.core.errors import Code, RequestError
 from agentpost.hub import auth
 from agentpost.hub.decode import read_json
 from agentpost.hub.errors import json_response
@@ -132,19 +131,6 @@ async def ack(request: Request) -> Response:
 
     cursor = await hub.engine.write(advance)
     return json_response(200, b'{"cursor":%d}' % cursor)
-
-
-async def get_member(request: Request) -> Response:
-    """One member of the caller's workspace: a Worker asks who owns an agent (§6)."""
-    hub = hub_of(request)
-    who = await auth.member(request, hub)
-    if request.path_params["ws"] != who.workspace_name:
-        raise RequestError(Code.NO_WORKSPACE, f"no workspace {request.path_params['ws']!r}")
-    name = request.path_params["name"]
-    found = await hub.engine.read(lambda db: members.member_by_name(db, who.workspace_id, name))
-    if found is None:
-        raise RequestError(Code.MEMBER_NOT_FOUND, f"no member {name!r}")
-    return json_response(200, msgspec.json.encode({"member": member_out(found)}))
 
 
 async def me(request: Request) -> Response:

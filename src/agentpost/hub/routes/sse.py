@@ -83,6 +83,7 @@ def sse_response(
     holds as many streams as it may."""
     keepalive = hub.config.sse_keepalive_seconds
     release = hub.streams.take(member.id)
+    hub.presence.seen(member.id)  # held open, it keeps its member online (hub/presence.py)
     notifier = hub.notifier
 
     async def frames() -> AsyncIterator[bytes]:
