@@ -5,16 +5,23 @@ Humans alice, carol; agents bot, helper (owner alice)."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
 import time
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from clirun import agentpost
 from hubproc import HubProcess, make_setup, poll
 
+ROOT = Path(__file__).resolve().parents[2]
 FAST = {"AGENTPOST_PRESENCE_FLUSH": "0.2"}
 
 
@@ -175,3 +182,46 @@ def test_two_processes_meet_in_the_store_and_show_the_newest(
     assert newest is not None and on_a is not None and on_a < newest <= later
     # a shows b's newer stamp once b flushed it, never its own older one.
     poll(lambda: seen_at(members(a, s.tokens["alice"])["bot"]["last_seen"]) == newest, 10, 0.1)
+
+
+def test_agentpost_members_defaults_to_the_tokens_workspace(
+    make_hub: Callable[..., HubProcess],
+) -> None:
+    hub = make_hub()
+    s = make_setup(hub, ["alice", "carol"], ["bot"])
+    make_setup(hub, ["olga"], [], workspace="other")
+    p = agentpost(hub, "members", "--json", token=s.tokens["alice"])
+    out = json.loads(p.stdout)
+    assert out["workspace"] == "acme"
+    assert [(m["name"], m["kind"], m["owner"], m["online"]) for m in out["members"]] == [
+        ("alice", "human", None, True),
+        ("bot", "agent", "alice", False),
+        ("carol", "human", None, False),
+    ]
+    # For people: one line per member, tab-separated when piped.
+    lines = agentpost(hub, "members", token=s.tokens["alice"]).stdout.splitlines()
+    assert lines[0].split("\t") == ["name", "kind", "owner", "status", "online", "last seen"]
+    assert lines[2].split("\t") == ["bot", "agent", "alice", "active", "no", "never"]
+    # Another workspace: a plain refusal, exit 1.
+    p = agentpost(hub, "members", "--workspace", "other", "--json", token=s.tokens["alice"],
+                  check=False)
+    assert p.returncode == 1 and json.loads(p.stdout)["error"]["code"] == "no_workspace"
+
+
+def test_docs_presence_md_runs_as_written(hub: HubProcess) -> None:
+    doc = (ROOT / "docs" / "presence.md").read_text()
+    (script,) = re.findall(r"```sh\n(.*?)```", doc, re.S)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
+    env |= {"AGENTPOST_HUB": hub.url, "AGENTPOST_ADMIN_TOKEN": hub.admin_token}
+    p = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    last = json.loads(p.stdout.strip().splitlines()[-1])
+    assert {m["name"]: (m["online"], m["last_seen"] is None) for m in last["members"]} == {
+        "bot": (True, False),
+        "carol": (False, True),
+        "hana": (True, False),
+    }
+    assert "\tnever" in p.stdout

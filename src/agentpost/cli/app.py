@@ -65,6 +65,7 @@ def _register() -> None:
     from agentpost.cli import inbox as _inbox  # noqa: F401
     from agentpost.cli import mail as _mail  # noqa: F401
     from agentpost.cli import mcp as _mcp  # noqa: F401
+    from agentpost.cli import members as _members  # noqa: F401
     from agentpost.cli import room_ops as _room_ops  # noqa: F401
     from agentpost.cli import rooms as _rooms  # noqa: F401
     from agentpost.cli import serve as _serve  # noqa: F401

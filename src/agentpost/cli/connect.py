@@ -117,6 +117,15 @@ def status(workspace_dir: Path, as_json: bool) -> None:
         )
         inbox = data.get("inbox", {})
         console.print(f"inbox acked {inbox.get('acked')}  seen {inbox.get('seen')}")
+        seen = data.get("presence") or {}
+        if "online" in seen:  # as the hub saw this member at the Worker's last heartbeat
+            checked = time.strftime("%H:%M:%S", time.gmtime(seen["checked_at"]))
+            console.print(
+                f"on the hub: {'online' if seen['online'] else 'offline'}  last seen "
+                f"{seen.get('last_seen') or 'never'}  (asked at {checked})",
+                markup=False,
+                highlight=False,
+            )
         table(
             ["room", "who", "session"],
             [[s["room"], s["who"], s["session_id"]] for s in data.get("sessions", [])],

@@ -30,6 +30,7 @@ from agentpost.client.models import (
     NewMember,
     PostResult,
     Room,
+    SeenMember,
     SendState,
     Thread,
     ThreadSend,
@@ -205,9 +206,14 @@ class AsyncHubClient:
         data: dict[str, Any] = resp.json()["delivery"]
         return data
 
-    async def member(self, workspace: str, name: str) -> Member:
-        """One member of your workspace (who owns an agent, whether it is active)."""
-        return await self._get(f"/v1/workspaces/{workspace}/members/{name}", Member, "member")
+    async def member(self, workspace: str, name: str) -> SeenMember:
+        """One member of your workspace (who owns an agent, whether it is active, when the
+        hub last saw it)."""
+        return await self._get(f"/v1/workspaces/{workspace}/members/{name}", SeenMember, "member")
+
+    async def members(self, workspace: str) -> list[SeenMember]:
+        """Every member of your workspace with kind, owner, status and presence (§12)."""
+        return await self._get(f"/v1/workspaces/{workspace}/members", list[SeenMember], "members")
 
     async def download(self, media_id: str, dest: Path, max_bytes: int) -> int:
         """Save a media file to `dest` (0600); refuses one over `max_bytes`."""
@@ -222,7 +228,9 @@ class AsyncHubClient:
                     async for chunk in resp.aiter_bytes():
                         size += len(chunk)
                         if size > max_bytes:
-                            raise HubRefused("payload_too_large", f"media is over {max_bytes} bytes")
+                            raise HubRefused(
+                                "payload_too_large", f"media is over {max_bytes} bytes"
+                            )
                         f.write(chunk)
         except httpx.TransportError as exc:
             raise HubUnreachable(f"download cut: {exc!r}") from exc

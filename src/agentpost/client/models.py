@@ -53,6 +53,14 @@ class Member(msgspec.Struct):
     owner: str | None = None
 
 
+class SeenMember(Member):
+    """A member with their presence (DESIGN.md §12): `online` when the hub saw them in the
+    last 60 s, `last_seen` (RFC 3339) or None when never seen."""
+
+    online: bool = False
+    last_seen: str | None = None
+
+
 class Download(msgspec.Struct):
     """A media file written to disk: its name (from the hub), size and checked sha256."""
 

@@ -44,6 +44,11 @@ CANCEL_GRACE = 15.0
 MAX_REPLY_CHARS = 60000
 RECENT_TURNS = 20
 LONG_POLL = 20.0
+# The Worker's heartbeat (DESIGN.md §12): it asks the hub how it sees this member this
+# often. The request itself stamps the member as seen (its inbox stream does too), and the
+# answer is what `connect status` shows as the Worker's presence.
+HEARTBEAT_ENV = "AGENTPOST_CONNECT_HEARTBEAT"
+HEARTBEAT = 20.0
 
 
 @dataclass
@@ -116,6 +121,7 @@ class Worker:
         self._room_names: dict[str, str] = {}
         self._ack_lock = asyncio.Lock()
         self._stop = asyncio.Event()
+        self.presence: dict[str, Any] = {}
 
     # -- start and stop ---------------------------------------------------------------
 
@@ -160,6 +166,7 @@ class Worker:
         supervisor = asyncio.create_task(self.agent.run())
         follower = asyncio.create_task(self._follow())
         status = asyncio.create_task(self._status_loop())
+        heartbeat = asyncio.create_task(self._heartbeat())
         stopper = asyncio.create_task(self._stop.wait())
         done, _ = await asyncio.wait({follower, stopper}, return_when=asyncio.FIRST_COMPLETED)
         code = 0
@@ -167,7 +174,7 @@ class Worker:
             exc = follower.exception()
             log.error("the Worker stops: %s", exc)
             code = 1
-        for t in (follower, stopper, status, *self._tasks):
+        for t in (follower, stopper, status, heartbeat, *self._tasks):
             t.cancel()
         await self.agent.stop()
         supervisor.cancel()
@@ -615,6 +622,7 @@ class Worker:
             "running": [r.trigger.id for r in self._running.values()],
             "turns": list(self._recent),
             "delivery": self._delivery_status(),
+            "presence": dict(self.presence),
             "counters": dict(self.counters),
             "updated_at": time.time(),
         }
@@ -639,6 +647,23 @@ class Worker:
             self.workspace.write_status(self.status())
         except OSError as exc:
             log.warning("cannot write the status file: %s", exc)
+
+    async def _heartbeat(self) -> None:
+        """Ask the hub, every `HEARTBEAT` seconds, how it sees this Worker's member."""
+        every = float(os.environ.get(HEARTBEAT_ENV, HEARTBEAT))
+        while True:
+            try:
+                seen = await self.client.member(self.workspace_name, self.me)
+                self.presence = {
+                    "online": seen.online,
+                    "last_seen": seen.last_seen,
+                    "checked_at": time.time(),
+                }
+            except HubError as exc:
+                # Kept as it was: the status file says when it was last known, and why not now.
+                self.presence = {**self.presence, "error": str(exc), "failed_at": time.time()}
+                log.warning("heartbeat: the hub did not answer (%s)", exc)
+            await asyncio.sleep(every)
 
     async def _status_loop(self) -> None:
         while True:

@@ -1,0 +1,38 @@
+"""A Worker keeps its agent member online (DESIGN.md §12): its inbox stream and its
+heartbeat; `connect status` shows the Worker's own presence as the hub sees it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from conftest import Connected, wait_for
+
+
+def connect_status(c: Connected, *flags: str) -> subprocess.CompletedProcess[str]:
+    ws = c.tmp / "ws-bot"
+    return subprocess.run(
+        [sys.executable, "-m", "agentpost", "connect", "status", "--workspace-dir", str(ws), *flags],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+
+
+def members(c: Connected) -> dict[str, dict[str, Any]]:
+    with c.hub.client(c.setup.tokens["alice"]) as h:
+        return {m["name"]: m for m in h.get("/v1/workspaces/acme/members").json()["members"]}
+
+
+def test_connect_status_shows_the_workers_presence_as_the_hub_sees_it(
+    connected: Connected,
+) -> None:
+    assert members(connected)["bot"]["last_seen"] is None  # never came before its Worker
+    w = connected.worker(env={"AGENTPOST_CONNECT_HEARTBEAT": "0.5"})
+    seen = wait_for(lambda: json.loads(connect_status(connected, "--json").stdout)["presence"])
+    assert seen["online"] is True and seen["last_seen"]
+    assert members(connected)["bot"]["online"] is True
+    assert "on the hub: online  last seen " in connect_status(connected).stdout
+    # The hub stays the judge: a stopped Worker's status keeps what the hub last said.
+    w.stop()
+    assert json.loads(connect_status(connected, "--json").stdout)["running"] is False
