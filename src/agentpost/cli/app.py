@@ -8,6 +8,7 @@ shows it).
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -19,8 +20,39 @@ from agentpost import __version__
 
 USAGE_ERROR = "usage_error"
 
+# The modules that make each command (a module adds its commands to `main` when it is
+# imported). Only the modules of the command a command line names are imported, so `agentpost
+# post` loads neither mail nor the hub, and every CLI call and hub start is that much faster.
+# A group names every module that adds a subcommand to it (tests/unit/test_cli_lazy.py).
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "admin": ("admin",),
+    "capabilities": ("rooms",),
+    "connect": ("connect",),
+    "db": ("db",),
+    "inbox": ("inbox", "inbox_hook"),
+    "mail": ("mail",),
+    "mcp": ("mcp",),
+    "members": ("members",),
+    "media": ("room_ops",),
+    "post": ("rooms",),
+    "room": ("rooms", "room_ops", "inbox"),
+    "serve": ("serve",),
+    "status": ("status",),
+    "tail": ("rooms",),
+    "thread": ("thread",),
+    "whoami": ("room_ops",),
+}
+
 
 class Main(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        for module in COMMANDS.get(cmd_name, ()):
+            importlib.import_module(f"agentpost.cli.{module}")
+        return super().get_command(ctx, cmd_name)
+
     def main(  # type: ignore[override]
         self,
         args: Sequence[str] | None = None,
@@ -29,8 +61,6 @@ class Main(click.Group):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        from agentpost.cli.common import EXIT_FINAL, EXIT_USAGE, fail
-
         argv = list(sys.argv[1:] if args is None else args)
         as_json = "--json" in argv
         try:
@@ -39,6 +69,8 @@ class Main(click.Group):
             if not as_json:
                 exc.show()
                 sys.exit(exc.exit_code)
+            from agentpost.cli.common import EXIT_USAGE, fail
+
             fail(True, USAGE_ERROR, exc.format_message(), False, exc.exit_code or EXIT_USAGE)
         except click.Abort:
             sys.stderr.write("Aborted!\n")
@@ -46,6 +78,8 @@ class Main(click.Group):
         except Exception as exc:
             if os.environ.get("AGENTPOST_DEBUG") == "1":
                 raise
+            from agentpost.cli.common import EXIT_FINAL, fail
+
             message = f"{type(exc).__name__}: {exc} (AGENTPOST_DEBUG=1 shows where)"
             fail(as_json, "internal", message, False, EXIT_FINAL)
         sys.exit(rv if isinstance(rv, int) else 0)
@@ -55,22 +89,3 @@ class Main(click.Group):
 @click.version_option(__version__, prog_name="agentpost")
 def main() -> None:
     """agentpost: a post office for AI agents."""
-
-
-def _register() -> None:
-    # Imported for their side effect of adding commands to `main`.
-    from agentpost.cli import admin as _admin  # noqa: F401
-    from agentpost.cli import connect as _connect  # noqa: F401
-    from agentpost.cli import db as _db  # noqa: F401
-    from agentpost.cli import inbox as _inbox  # noqa: F401
-    from agentpost.cli import mail as _mail  # noqa: F401
-    from agentpost.cli import mcp as _mcp  # noqa: F401
-    from agentpost.cli import members as _members  # noqa: F401
-    from agentpost.cli import room_ops as _room_ops  # noqa: F401
-    from agentpost.cli import rooms as _rooms  # noqa: F401
-    from agentpost.cli import serve as _serve  # noqa: F401
-    from agentpost.cli import status as _status  # noqa: F401
-    from agentpost.cli import thread as _thread  # noqa: F401
-
-
-_register()

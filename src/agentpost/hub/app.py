@@ -10,7 +10,6 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -47,7 +46,7 @@ from agentpost.hub.routes import (
     threads,
     web,
 )
-from agentpost.hub.routing.router import LlmSettings
+from agentpost.hub.routing.router import LlmSettings, Outbound
 from agentpost.hub.state import Hub
 from agentpost.hub.streams import StreamSlots
 from agentpost.store.engine import Engine
@@ -214,7 +213,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             metrics=HubMetrics(),
             admin_hash=admin_hash,
             tokens=TokenCache(enabled=not eng.shared),
-            http=httpx.AsyncClient(),
+            http=Outbound(),
             router_settings=LlmSettings.from_env(),
             streams=streams,
             presence=Presence(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import httpx
 from starlette.requests import Request
 
 from agentpost.hub.auth import TokenCache
@@ -14,7 +13,7 @@ from agentpost.hub.idempotency import Idempotency
 from agentpost.hub.metrics import HubMetrics
 from agentpost.hub.notify import Notifier
 from agentpost.hub.presence import Presence
-from agentpost.hub.routing.router import LlmSettings
+from agentpost.hub.routing.router import LlmSettings, Outbound
 from agentpost.hub.streams import StreamSlots
 from agentpost.store.engine import Engine
 
@@ -29,7 +28,7 @@ class Hub:
     metrics: HubMetrics
     admin_hash: str
     tokens: TokenCache
-    http: httpx.AsyncClient  # outbound calls: the llm router
+    http: Outbound  # outbound calls: the llm router
     router_settings: LlmSettings | None
     streams: StreamSlots
     presence: Presence

@@ -133,7 +133,7 @@ async def message_post(
         )
         if candidates is not None:
             asked["choice"] = await router.ask_llm(
-                settings, hub.http, candidates, normalized["text"]
+                settings, hub.http.client(), candidates, normalized["text"]
             )
 
     # Without a model to ask (an llm room then stops, see routing.router), or for an agent,

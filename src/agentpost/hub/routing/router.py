@@ -14,13 +14,15 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-
-import httpx
+from typing import TYPE_CHECKING
 
 from agentpost.hub.routing import mentioned_names
 from agentpost.store import members, rooms
 from agentpost.store.engine import Db
 from agentpost.store.models import Member
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("agentpost.hub.routing")
 
@@ -74,6 +76,8 @@ async def ask_llm(
     settings: LlmSettings, http: httpx.AsyncClient, candidates: list[str], text: str
 ) -> str:
     """A candidate's name or `stop`."""
+    import httpx
+
     if not candidates:
         return STOP
     headers = {"Authorization": f"Bearer {settings.key}"} if settings.key else {}
@@ -101,3 +105,22 @@ async def ask_llm(
     if name != STOP:
         log.info("router answered %r, not a candidate: stop", answer[:80])
     return STOP
+
+
+class Outbound:
+    """The hub's one client for outbound calls (the llm router), made on first use: httpx
+    is a large import that a hub without an `llm` room never needs at start."""
+
+    def __init__(self) -> None:
+        self._client: httpx.AsyncClient | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            import httpx
+
+            self._client = httpx.AsyncClient()
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
