@@ -22,6 +22,8 @@ TOOLS = {
     "ack_inbox",
     "list_rooms",
     "read_room",
+    "delivery_state",
+    "members",
 }
 POSTING = {"post_message", "reply", "send_to_thread", "upload_file"}
 
@@ -45,6 +47,8 @@ def test_lists_every_tool_with_its_parameters_and_posting_tools_are_idempotent(
         "ack_inbox": {"cursor"},
         "list_rooms": set(),
         "read_room": {"room", "after", "limit"},
+        "delivery_state": {"event_id"},
+        "members": set(),
     }
     assert set(tools["send_to_thread"].input_schema["required"]) == {
         "thread",
@@ -55,7 +59,7 @@ def test_lists_every_tool_with_its_parameters_and_posting_tools_are_idempotent(
         assert tools[name].annotations is not None
         assert tools[name].annotations.idempotent_hint is True, name
         assert "idempotency_key" in (tools[name].description or ""), name
-    for name in ("read_inbox", "list_rooms", "read_room"):
+    for name in ("read_inbox", "list_rooms", "read_room", "delivery_state", "members"):
         assert tools[name].annotations.read_only_hint is True, name
     for t in tools.values():
         assert t.input_schema["type"] == "object"
@@ -301,3 +305,63 @@ def test_read_inbox_wait_long_polls_until_a_wake_up_arrives(
     err, body = mcp_server().run(scenario)
     assert not err
     assert [i["event"]["text"] for i in body["items"]] == ["@bot wake"]
+
+
+def test_delivery_state_follows_an_event_from_queued_to_replied_and_hides_other_rooms(
+    setup: Setup, mcp_server: Callable[..., McpServer]
+) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as alice:
+        asked = alice.post(f"/v1/rooms/{setup.room}/messages", json={"text": "@bot do X"})
+        asked_id = asked.json()["event"]["id"]
+        r = alice.post(f"/v1/workspaces/{setup.workspace}/rooms", json={"name": "private"})
+        hidden = alice.post(f"/v1/rooms/{r.json()['room']['id']}/messages", json={"text": "s"})
+        hidden_id = hidden.json()["event"]["id"]
+    state = mcp_server("alice")
+
+    async def before(c: Client) -> Any:
+        return await call(c, "delivery_state", {"event_id": asked_id})
+
+    err, body = state.run(before)
+    assert not err
+    assert [(t["member"], t["state"]) for t in body["targets"]] == [("bot", "queued")]
+    assert [(r["member"], r["state"]) for r in body["receipts"]] == [("bot", "pending")]
+
+    async def bot_answers(c: Client) -> Any:
+        page = await call(c, "read_inbox", {})
+        await call(c, "ack_inbox", {"cursor": page[1]["cursor"]})
+        return await call(c, "reply", {"event_id": asked_id, "text": "done", "reply_kind": "result"})
+
+    assert not mcp_server("bot").run(bot_answers)[0]
+
+    async def after(c: Client) -> Any:
+        return [
+            await call(c, "delivery_state", {"event_id": ev})
+            for ev in (asked_id, hidden_id, "ev_00000000000000000000000000")
+        ]
+
+    (err, body), *refused = mcp_server("carol").run(after)  # any participant may ask
+    assert not err
+    assert [(t["member"], t["state"]) for t in body["targets"]] == [("bot", "acked")]
+    assert [(r["member"], r["state"], r["reply_kind"]) for r in body["receipts"]] == [
+        ("bot", "replied", "result")
+    ]
+    for err, failure in refused:  # a room carol is not in, and no event at all: the same
+        assert err and failure["error"]["code"] == "event_not_found"
+
+
+def test_members_shows_kind_owner_and_who_is_online(
+    setup: Setup, mcp_server: Callable[..., McpServer]
+) -> None:
+    async def scenario(c: Client) -> Any:
+        return await call(c, "members")
+
+    err, body = mcp_server("bot").run(scenario)
+    assert not err and body["workspace"] == setup.workspace
+    listed = {m["name"]: (m["kind"], m["owner"], m["online"]) for m in body["members"]}
+    # alice made the room; bot is asking; carol and helper were never seen.
+    assert listed == {
+        "alice": ("human", None, True),
+        "bot": ("agent", "alice", True),
+        "carol": ("human", None, False),
+        "helper": ("agent", "alice", False),
+    }

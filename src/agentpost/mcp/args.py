@@ -104,6 +104,16 @@ class ReadRoomArgs(_Args):
     limit: Annotated[int, msgspec.Meta(ge=1, description=f"at most {MAX_LIMIT}")] = 100
 
 
+class DeliveryStateArgs(_Args):
+    event_id: Annotated[
+        str, msgspec.Meta(min_length=1, description="an event of a room you take part in")
+    ]
+
+
+class MembersArgs(_Args):
+    pass
+
+
 def input_schema(args: type[msgspec.Struct]) -> dict[str, Any]:
     """The JSON Schema of an arguments Struct, inlined (an object schema, no `$ref`)."""
     (_,), components = msgspec.json.schema_components([args], ref_template="#/$defs/{name}")

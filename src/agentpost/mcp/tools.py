@@ -115,6 +115,20 @@ TOOLS: tuple[ToolSpec, ...] = (
         a.ReadRoomArgs,
         read_only=True,
     ),
+    ToolSpec(
+        "delivery_state",
+        "Who got an event, per target: queued, read (handed to their client) or acked; and "
+        "for the agents it asked, replied (with the reply's kind and event) or pending.",
+        a.DeliveryStateArgs,
+        read_only=True,
+    ),
+    ToolSpec(
+        "members",
+        "The members of your workspace: kind (human or agent), owner, status, online (seen "
+        "by the hub in the last 60 s) and last_seen.",
+        a.MembersArgs,
+        read_only=True,
+    ),
 )
 BY_NAME = {t.name: t for t in TOOLS}
 
@@ -148,6 +162,8 @@ class Toolbox:
             "ack_inbox": self.ack_inbox,
             "list_rooms": self.list_rooms,
             "read_room": self.read_room,
+            "delivery_state": self.delivery_state,
+            "members": self.members,
         }
 
     async def call(self, name: str, arguments: object) -> dict[str, Any] | ToolFailure:
@@ -298,6 +314,14 @@ class Toolbox:
             "events": [_event_out(e) for e in evs],
             "next_after": evs[-1].seq if evs else args.after,
         }
+
+    async def delivery_state(self, args: a.DeliveryStateArgs) -> dict[str, Any]:
+        return await self.hub.delivery(args.event_id)
+
+    async def members(self, args: a.MembersArgs) -> dict[str, Any]:
+        workspace = str((await self.me())["workspace"]["name"])
+        found = await self.hub.members(workspace)
+        return {"workspace": workspace, "members": msgspec.to_builtins(found)}
 
 
 def delegation_waiting(ev: Event, me: str) -> bool:
