@@ -32,6 +32,7 @@ class Code(StrEnum):
     MEMBER_NOT_FOUND = "member_not_found"
     MEDIA_NOT_FOUND = "media_not_found"
     EVENT_NOT_FOUND = "event_not_found"
+    SEARCH_QUERY_INVALID = "search_query_invalid"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     WORKSPACE_EXISTS = "workspace_exists"
     MEMBER_EXISTS = "member_exists"

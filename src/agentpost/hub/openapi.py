@@ -8,7 +8,7 @@ route must appear here (a test compares with `app.ROUTES`, and schemathesis fuzz
 from __future__ import annotations
 
 import functools
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -163,6 +163,20 @@ class DeliveryReply(msgspec.Struct):
     delivery: DeliveryOut
 
 
+class SearchHit(msgspec.Struct):
+    """`highlights`: `[start, end)` offsets in characters (code points) of `event.text`."""
+
+    event: Event
+    highlights: list[Annotated[list[int], msgspec.Meta(min_length=2, max_length=2)]]
+
+
+class SearchReply(msgspec.Struct):
+    """Newest first; `next_before` pages on (null: no more hits)."""
+
+    hits: list[SearchHit]
+    next_before: str | None
+
+
 class ErrorDetail(msgspec.Struct):
     """`field` names the offending input; `state` and `reason` come with some codes (§3)."""
 
@@ -206,6 +220,7 @@ _STRUCTS += [CancelIn, MemberReply]  # connect (DESIGN.md §6)
 _STRUCTS += [MemberList]
 _STRUCTS += [DeliveryReply]  # delivery state (DESIGN.md §12)
 _STRUCTS += [PresenceList]  # presence (DESIGN.md §12)
+_STRUCTS += [SearchReply]  # search (DESIGN.md §12)
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -714,7 +729,36 @@ def _thread_operations() -> dict[str, dict[str, Any]]:
         **_query("key", IDEMPOTENCY_KEY["schema"], "the Idempotency-Key the send used"),
         "required": True,
     }
+    search = [
+        {
+            **_query(
+                "q",
+                {"type": "string", "minLength": 1, "maxLength": 1000},
+                'words (all must match), "a phrase", word* (a prefix), -word or -"a phrase"'
+                " (excluded); at most 1000 characters and 16 terms",
+            ),
+            "required": True,
+        },
+        _query("room", {"type": "string"}, "only this room (one you take part in)"),
+        _query("sender", {"type": "string"}, "only events this member sent"),
+        _query("before", {"type": "string"}, "the `next_before` of the previous page"),
+        _query(
+            "limit",
+            {"type": "integer", "minimum": 1, "maximum": INT64_MAX},
+            "default 20, at most 100",
+        ),
+    ]
     return {
+        "/v1/search": {
+            "get": _op(
+                "search",
+                (200, _json("SearchReply")),
+                [*AUTH, Code.SEARCH_QUERY_INVALID, Code.INVALID_REQUEST, Code.ROOM_NOT_FOUND]
+                + [Code.CHANNEL_MEMBERSHIP_REQUIRED],
+                security=MEMBER,
+                params=search,
+            )
+        },
         "/v1/workspaces/{ws}/threads/ensure": {"post": ensure},
         "/v1/rooms/{room}/events/{event}/delivery": {
             "get": _op(

@@ -90,7 +90,7 @@ def append_event(
         route=decision.route,
     )
     body = _encode(ev)
-    events.insert(tx, room.id, seq, ev.id, body)
+    events.insert(tx, room.id, seq, ev.id, body, text)
     inbox.add(tx, [m.id for m in decision.targets], room.id, seq)
     tx.notify(room_key(room.id))
     for m in decision.targets:

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+from agentpost.store import search
 from agentpost.store.engine import Db, Row
 
 
-def insert(db: Db, room_id: str, seq: int, event_id: str, body: bytes) -> None:
+def insert(db: Db, room_id: str, seq: int, event_id: str, body: bytes, text: str) -> None:
+    """Store the event and index its `text` for search, in the same transaction (§12)."""
+    if db.dialect == "postgres":
+        db.run(
+            "INSERT INTO events (room_id, seq, id, body, search)"
+            " VALUES (?, ?, ?, ?, to_tsvector('simple', ?))",
+            (room_id, seq, event_id, body, search.indexed_text(text)),
+        )
+        return
     db.run(
         "INSERT INTO events (room_id, seq, id, body) VALUES (?, ?, ?, ?)",
         (room_id, seq, event_id, body),
     )
+    if text:
+        # The row just inserted on this connection: its rowid keys the FTS5 row.
+        db.run(
+            "INSERT INTO event_search (rowid, text) VALUES (last_insert_rowid(), ?)",
+            (search.indexed_text(text),),
+        )
 
 
 class Page(list[tuple[int, bytes]]):
