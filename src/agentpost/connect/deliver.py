@@ -24,6 +24,7 @@ from typing import Any
 
 from agentpost.client import AsyncHubClient, HubError, HubRefused, HubUnavailable
 from agentpost.connect import keys
+from agentpost.connect.crash import crash_point
 from agentpost.connect.egress import EgressRefused, EgressRoots
 from agentpost.connect.ledger import Entry, Ledger, LedgerUnavailable
 
@@ -268,6 +269,4 @@ class Deliveries:
 
 
 def _crash(name: str) -> None:
-    from agentpost.connect.worker import crash_point
-
     crash_point(name)

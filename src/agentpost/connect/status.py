@@ -1,12 +1,19 @@
-"""`agentpost connect status`: what the Worker of a workspace folder last wrote down, and
-whether it is running now (it holds `worker.lock` while it lives)."""
+"""`agentpost connect status`: what the Worker of a workspace folder writes down (every 2 s
+and after each Turn) and reads back, and whether it is running now (it holds `worker.lock`
+while it lives)."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agentpost.connect.ledger import LedgerUnavailable
 from agentpost.connect.workspace import Workspace
+
+if TYPE_CHECKING:
+    from agentpost.connect.worker import Worker
 
 
 def read_status(workspace_dir: Path) -> dict[str, Any]:
@@ -19,3 +26,50 @@ def read_status(workspace_dir: Path) -> dict[str, Any]:
         "running": ws.locked_by_other(),
         "workspace_dir": str(workspace_dir),
     }
+
+
+def worker_status(w: Worker) -> dict[str, Any]:
+    """What a running Worker writes to its status file."""
+    conn = w.agent.conn
+    return {
+        "worker_id": w.worker_id,
+        "pid": os.getpid(),
+        "member": w.me,
+        "owner": w.owner,
+        "hub": w.config.hub,
+        "agent": {
+            "command": w.config.agent_argv,
+            "alive": conn is not None and conn.alive(),
+            "pid": conn.pid if conn else None,
+            "restarts": w.agent.restarts,
+            "last_failure": w.agent.last_failure,
+            "stderr_tail": conn.stderr_tail()[-2000:] if conn else "",
+        },
+        "sessions": [
+            {"room": k.room, "who": k.who, "session_id": s} for k, s in w.agent.sessions.items()
+        ],
+        "collaborators": sorted(w.admission.collaborators) if w.admission else [],
+        "inbox": w.cursor.status(),
+        "running": [r.trigger.id for r in w.turns.running.values()] if w.turns else [],
+        "turns": list(w.turns.recent) if w.turns else [],
+        "delivery": delivery_status(w),
+        "presence": dict(w.presence),
+        "counters": dict(w.counters),
+        "updated_at": time.time(),
+    }
+
+
+def delivery_status(w: Worker) -> dict[str, Any]:
+    d = w.deliveries
+    out: dict[str, Any] = {"enabled": bool(d and d.enabled), "reason": d.reason if d else ""}
+    if w.ledger is not None:
+        try:
+            out["bindings"] = [
+                {"binding": b.binding, "room": b.room, "who": b.who, "expires_at": b.expires_at}
+                for b in w.ledger.bindings()
+            ]
+            out["deliveries"] = w.ledger.recent()
+            out["by_outcome"] = w.ledger.counts()
+        except LedgerUnavailable as exc:
+            out["ledger_error"] = str(exc)
+    return out

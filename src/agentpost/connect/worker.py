@@ -1,10 +1,9 @@
 """The Worker (DESIGN.md §6): one agent member on the hub, one spawned ACP agent.
 
-It follows the member's inbox (SSE, with long-poll fallback) from the cursor it
-acknowledged, turns each wake-up into a Turn of the Session its sender maps to, posts the
-reply under the Turn key, and acknowledges a wake-up only once its reply is posted (or it
-is decided that it gets no Turn). Turns of one Session run one after another; Sessions
-run side by side; the acknowledged cursor only passes wake-ups that are all done.
+It follows the member's inbox (`connect/inbox.py`), turns each wake-up into a Turn of the
+Session its sender maps to (`connect/runner.py`), and answers the agent's `_ag2/deliver`
+(`connect/deliver.py`, declared by `connect/declaring.py`). Turns of one Session run one
+after another; Sessions run side by side.
 """
 
 from __future__ import annotations
@@ -19,31 +18,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentpost.client import AsyncHubClient, Event, HubError, HubRefused, InboxItem
-from agentpost.connect import bindings, keys, replies, turns
-from agentpost.connect.acp import (
-    AgentFailed,
-    InvalidParams,
-    MethodNotFound,
-    PromptLink,
-    RequestFailed,
-)
+from agentpost.client import AsyncHubClient, HubError, HubRefused, InboxItem
+from agentpost.connect import bindings, declaring, inbox, keys, replies, status
+from agentpost.connect.acp import InvalidParams, MethodNotFound
 from agentpost.connect.agent import AgentSupervisor
+from agentpost.connect.crash import CRASH_ENV, crash_point
 from agentpost.connect.deliver import BadRequest, Deliveries
 from agentpost.connect.egress import EgressRoots
 from agentpost.connect.ledger import Ledger, LedgerUnavailable
 from agentpost.connect.permissions import PermissionPolicy
+from agentpost.connect.runner import TurnRunner, TurnSettings
 from agentpost.connect.sessions import Admission, SessionKey
-from agentpost.connect.workspace import LEDGER, Workspace, WorkspaceError
+from agentpost.connect.workspace import LEDGER, Workspace
+
+__all__ = ["CRASH_ENV", "Worker", "WorkerConfig", "crash_point", "run_worker"]
 
 log = logging.getLogger("agentpost.connect.worker")
 
-CRASH_ENV = "AGENTPOST_CONNECT_CRASH_POINT"
 STOP = "/stop"
-CANCEL_GRACE = 15.0
-MAX_REPLY_CHARS = 60000
-RECENT_TURNS = 20
-LONG_POLL = 20.0
 # The Worker's heartbeat (DESIGN.md §12): it asks the hub how it sees this member this
 # often. The request itself stamps the member as seen (its inbox stream does too), and the
 # answer is what `connect status` shows as the Worker's presence.
@@ -63,22 +55,6 @@ class WorkerConfig:
     allow_permissions: list[str] = field(default_factory=list)
     turn_timeout: float = 1800.0
     agent_start_wait: float = 60.0
-
-
-def crash_point(name: str) -> None:
-    """Tests: `AGENTPOST_CONNECT_CRASH_POINT=name` kills this Worker with SIGKILL there."""
-    if os.environ.get(CRASH_ENV) == name:
-        log.critical("crash point %s reached: SIGKILL", name)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-@dataclass
-class RunningTurn:
-    key: SessionKey
-    trigger: Event
-    session_id: str | None = None
-    cancelled: bool = False
-    cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class Worker:
@@ -101,6 +77,7 @@ class Worker:
         )
         self.ledger: Ledger | None = None
         self.deliveries: Deliveries | None = None
+        self.turns: TurnRunner | None = None
         self.counters = {
             "wakeups": 0,
             "turns": 0,
@@ -109,17 +86,10 @@ class Worker:
             "no_turn": 0,
             "acks": 0,
         }
-        self.acked = 0
-        self._seen: set[int] = set()
-        self._open: set[int] = set()
-        self._max_seen = 0
+        self.cursor = inbox.InboxCursor(self.client, self.counters)
         self._queues: dict[SessionKey, asyncio.Queue[InboxItem]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._running: dict[str, RunningTurn] = {}
         self._told: set[tuple[str, str]] = set()
-        self._recent: list[dict[str, Any]] = []
-        self._room_names: dict[str, str] = {}
-        self._ack_lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self.presence: dict[str, Any] = {}
 
@@ -129,12 +99,13 @@ class Worker:
         """Run until SIGTERM/SIGINT (0) or a refusal of this agent's token (1)."""
         self.workspace.prepare()
         self.workspace.lock()
-        id_problem = self._worker_identity()
+        identity = declaring.worker_identity(self.workspace)
+        self.worker_id, self.ledger = identity.worker_id, identity.ledger
         me = await replies.until_answered("who am I", self.client.me)
         self.me = str(me["member"]["name"])
         self.owner = me["member"].get("owner")
         self.workspace_name = str(me["workspace"]["name"])
-        self.acked = int(me.get("inbox_cursor", 0))
+        self.cursor.acked = int(me.get("inbox_cursor", 0))
         if me["member"]["kind"] != "agent":
             log.error("%s is a %s, not an agent member", self.me, me["member"]["kind"])
             return 1
@@ -148,7 +119,20 @@ class Worker:
             self.workspace.root / "collaborators",
             self._owner_of,
         )
-        self._declare(caps, max_upload, id_problem)
+        self.turns = TurnRunner(
+            TurnSettings(
+                self.worker_id, self.me, self.config.turn_timeout, self.config.agent_start_wait
+            ),
+            self.client,
+            self.agent,
+            self.workspace,
+            self.egress,
+            self.admission,
+            self._session_meta,
+            self.counters,
+            self._write_status,
+        )
+        self._declare(caps, max_upload, identity.problem)
         assert self.deliveries is not None
         self._spawn(self.deliveries.finish_in_progress())
         log.info(
@@ -157,15 +141,15 @@ class Worker:
             self.me,
             self.owner,
             self.workspace_name,
-            self.acked,
+            self.cursor.acked,
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
         loop.add_signal_handler(signal.SIGHUP, self._reload)
         supervisor = asyncio.create_task(self.agent.run())
-        follower = asyncio.create_task(self._follow())
-        status = asyncio.create_task(self._status_loop())
+        follower = asyncio.create_task(inbox.follow(self.client, self._accept))
+        status_task = asyncio.create_task(self._status_loop())
         heartbeat = asyncio.create_task(self._heartbeat())
         stopper = asyncio.create_task(self._stop.wait())
         done, _ = await asyncio.wait({follower, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -174,7 +158,7 @@ class Worker:
             exc = follower.exception()
             log.error("the Worker stops: %s", exc)
             code = 1
-        for t in (follower, stopper, status, heartbeat, *self._tasks):
+        for t in (follower, stopper, status_task, heartbeat, *self._tasks):
             t.cancel()
         await self.agent.stop()
         supervisor.cancel()
@@ -185,65 +169,17 @@ class Worker:
 
     # -- deferred delivery: declaring (DESIGN.md §6 "Declaring", "Ledger") ------------
 
-    def _worker_identity(self) -> str | None:
-        """Set the worker id; a reason delivery cannot be enabled because of it, or None."""
-        ledger_path = self.workspace.root / LEDGER
-        problem: str | None
-        try:
-            found = self.workspace.read_worker_id()
-        except WorkspaceError as exc:
-            found, problem = None, str(exc)
-        else:
-            problem = None if found else "worker-id is missing"
-        if found is None and not ledger_path.exists():
-            self.worker_id = self.workspace.worker_id()  # first start: minted once
-            return None
-        ledger = Ledger(ledger_path)
-        try:
-            ledger.open()
-            stored = ledger.worker_ids()
-        except LedgerUnavailable as exc:
-            stored, problem = set(), problem or f"the ledger cannot be read ({exc})"
-        self.ledger = ledger
-        if found is not None:
-            self.worker_id = found
-            if stored - {found}:
-                return "worker-id disagrees with the ledger's entries"
-            return problem
-        if len(stored) == 1:  # Turns keep their keys; delivery stays off (never re-mint)
-            self.worker_id = next(iter(stored))
-        else:
-            raise WorkspaceError(
-                f"{problem} and the ledger names {len(stored)} worker ids; "
-                "restore worker-id or move deliveries.sqlite3 away"
-            )
-        return f"{problem}; a new one is never minted over an existing ledger"
-
     def _declare(self, caps: dict[str, Any], max_upload: int, id_problem: str | None) -> None:
-        reason = id_problem
-        idem = caps.get("room_post_idempotency")
-        export = bindings.export_root(self.workspace.root)
-        if reason is None and not (
-            isinstance(idem, dict) and idem.get("status_header") == "Idempotency-Status"
-        ):
-            reason = "the hub does not report room_post_idempotency"
+        root = self.workspace.root
+        reason = (
+            id_problem
+            or declaring.probe_reason(caps)
+            or declaring.roots_reason(root, [self.config.repo, *self.config.egress_roots])
+        )
         if reason is None:
-            for root in [self.config.repo, *self.config.egress_roots]:
-                real = Path(os.path.realpath(root))
-                if real == Path(os.path.realpath(export)) or real in Path(
-                    os.path.realpath(export)
-                ).parents:
-                    reason = f"Turn egress root {root} contains {export}"
-                    break
-        if reason is None:
-            try:
-                if self.ledger is None:
-                    self.ledger = Ledger(self.workspace.root / LEDGER)
-                self.ledger.open()
-                bindings.ensure_folder(export)
-                self.ledger.prune(time.time())
-            except (LedgerUnavailable, OSError) as exc:
-                reason = f"the ledger cannot be used ({exc})"
+            if self.ledger is None:
+                self.ledger = Ledger(root / LEDGER)
+            reason = declaring.ledger_reason(self.ledger, root)
         enabled = reason is None
         self.deliveries = Deliveries(
             self.ledger,
@@ -272,6 +208,17 @@ class Worker:
             and conn.agent_meta.get("ag2/deliver") is True
         )
 
+    def _session_meta(self, key: SessionKey) -> dict[str, Any]:
+        """The Session's `_meta["ag2/delivery"]`: its binding, renewed for this Turn."""
+        if not self._agent_delivers() or self.ledger is None:
+            return {}
+        try:
+            b = bindings.renew(self.ledger, self.workspace.root, self.worker_id, key)
+        except (LedgerUnavailable, OSError) as exc:
+            log.error("binding for %s not renewed: %s", key.label(), exc)
+            return {}
+        return bindings.session_meta(b)
+
     async def _still_admitted(self, room: str, who: str) -> bool:
         """A collaborator binding's sender, re-checked at every delivery (§6)."""
         assert self.admission is not None
@@ -298,52 +245,20 @@ class Worker:
             return None
         return m.owner if m.status == "active" else None
 
-    # -- following the inbox ----------------------------------------------------------
-
-    async def _follow(self) -> None:
-        after: int | None = None
-        delay = 0.5
-        while True:
-            try:
-                async for item in self.client.inbox_stream(after):
-                    after = item.cursor
-                    await self._accept(item)
-                    delay = 0.5
-            except HubRefused as exc:
-                if exc.status in (401, 403):
-                    raise RuntimeError(f"the hub refuses this agent's token: {exc}") from exc
-                log.warning("inbox stream refused: %s", exc)
-            except HubError as exc:
-                log.warning("inbox stream cut (%s); long-polling", exc)
-            try:  # the fallback: one long poll, then the stream again
-                page = await self.client.inbox(after=after, wait=LONG_POLL)
-                for item in page.items:
-                    after = item.cursor
-                    await self._accept(item)
-            except HubRefused as exc:
-                if exc.status in (401, 403):
-                    raise RuntimeError(f"the hub refuses this agent's token: {exc}") from exc
-                await asyncio.sleep(delay)
-            except HubError as exc:
-                log.warning("inbox long poll failed (%s); retrying in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 15.0)
+    # -- wake-ups -----------------------------------------------------------------------
 
     async def _accept(self, item: InboxItem) -> None:
-        if item.cursor in self._seen or item.cursor <= self.acked:
+        if not self.cursor.take(item.cursor):
             return
-        self._seen.add(item.cursor)
-        self._open.add(item.cursor)
-        self._max_seen = max(self._max_seen, item.cursor)
         self.counters["wakeups"] += 1
         ev = item.event
-        assert self.admission is not None
+        assert self.admission is not None and self.turns is not None
         if ev.sender == self.me:
-            await self._done(item.cursor)
+            await self.cursor.done(item.cursor)
             return
         if ev.text == STOP or ev.text.startswith(STOP + " "):
-            await self._stop_turns(ev)
-            await self._done(item.cursor)
+            await self.turns.stop_turns(ev)
+            await self.cursor.done(item.cursor)
             return
         key = await self.admission.key_for(ev.room, ev.sender, ev.sender_kind)
         if key is None:
@@ -361,25 +276,6 @@ class Worker:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    async def _done(self, cursor: int) -> None:
-        """A wake-up is finished: acknowledge every cursor up to the first one still open."""
-        self._open.discard(cursor)
-        top = min(self._open) - 1 if self._open else self._max_seen
-        if top <= self.acked:
-            return
-        async with self._ack_lock:
-            if top <= self.acked:
-                return
-            try:
-                self.acked = await replies.until_answered(
-                    f"ack {top}", lambda: self.client.ack(top)
-                )
-                self.counters["acks"] += 1
-            except HubRefused as exc:
-                log.error("ack %d refused: %s", top, exc)
-
-    # -- who gets no Turn -------------------------------------------------------------
 
     async def _tell_outsider(self, item: InboxItem) -> None:
         ev = item.event
@@ -406,241 +302,25 @@ class Worker:
         except HubRefused as exc:
             log.warning("notice to %s refused: %s", ev.sender, exc)
         finally:
-            await self._done(item.cursor)
-
-    # -- Turns ------------------------------------------------------------------------
+            await self.cursor.done(item.cursor)
 
     async def _session_loop(self, key: SessionKey, queue: asyncio.Queue[InboxItem]) -> None:
+        assert self.turns is not None
         while True:
             item = await queue.get()
             try:
-                await self._turn(key, item)
+                await self.turns.turn(key, item)
             except asyncio.CancelledError:
                 raise
             except Exception:  # one Turn's bug must not stop its Session; the wake-up stays
                 log.exception("Turn for %s failed unexpectedly; it is left unacknowledged", key)
                 continue
-            await self._done(item.cursor)
-
-    async def _turn(self, key: SessionKey, item: InboxItem) -> None:
-        ev = item.event
-        turn_key = keys.turn_key(self.worker_id, ev.id)
-        known = await replies.until_answered(
-            f"send state of {ev.id}", lambda: self.client.send_state(ev.room, turn_key)
-        )
-        if known is not None:
-            log.info("reply to %s was posted before (%s); not running it again", ev.id, known.state)
-            return
-        started = time.time()
-        self.counters["turns"] += 1
-        running = RunningTurn(key, ev)
-        self._running[ev.id] = running
-        try:
-            result = await self._prompt(running)
-        finally:
-            self._running.pop(ev.id, None)
-        delegated = self.me in (ev.metadata.get("delegated_to") or [])
-        kind = turns.reply_kind(result, delegated)
-        text = turns.reply_text(result, self.me)[:MAX_REPLY_CHARS]
-        posted = await replies.post_turn(
-            self.client,
-            self.worker_id,
-            ev.room,
-            ev.id,
-            text,
-            result.links,
-            self.egress,
-            kind,
-        )
-        crash_point("after_post")
-        if result.outcome not in (turns.END_TURN, turns.NEEDS_INPUT):
-            self.counters["errors"] += 1
-        if posted.reply is not None:
-            self.counters["replies"] += 1
-        self._remember(ev, result, kind, posted, started)
-        log.info(
-            "Turn %s in %s from %s: %s, reply %s %s [%s]",
-            ev.id,
-            ev.room,
-            ev.sender,
-            result.outcome,
-            posted.reply.event.id if posted.reply else "-",
-            kind or "",
-            " ".join(f"{k}={v}" for k, v in self.counters.items()),
-        )
-
-    async def _prompt(self, running: RunningTurn) -> turns.TurnResult:
-        ev = running.trigger
-        try:
-            conn = await self.agent.wait_ready(self.config.agent_start_wait)
-            meta: dict[str, Any] = {}
-            if self._agent_delivers() and self.ledger is not None:
-                try:
-                    b = bindings.renew(self.ledger, self.workspace.root, self.worker_id, running.key)
-                    meta = bindings.session_meta(b)
-                except (LedgerUnavailable, OSError) as exc:
-                    log.error("binding for %s not renewed: %s", running.key.label(), exc)
-            session_id = await self.agent.session_for(conn, running.key, meta)
-        except AgentFailed as exc:
-            return turns.failed(turns.AGENT_UNAVAILABLE, str(exc), None)
-        running.session_id = session_id
-        collector = turns.TurnCollector(session_id)
-        self.agent.listen(session_id, collector.add)
-        try:
-            links = await self._attachments(ev)
-            text = await self._prompt_text(ev)
-            prompt = asyncio.ensure_future(conn.prompt(session_id, text, links))
-            cancel_wait = asyncio.ensure_future(running.cancel_event.wait())
-            try:
-                done, _ = await asyncio.wait(
-                    {prompt, cancel_wait},
-                    timeout=self.config.turn_timeout,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                if prompt not in done:
-                    await conn.cancel(session_id)
-                    try:
-                        end = await asyncio.wait_for(asyncio.shield(prompt), CANCEL_GRACE)
-                    except TimeoutError:
-                        prompt.cancel()
-                        outcome = turns.CANCELLED if running.cancelled else turns.TIMEOUT
-                        return turns.failed(outcome, "the agent did not stop in time", collector)
-                    if not running.cancelled:
-                        return turns.failed(turns.TIMEOUT, "", collector)
-                    return turns.ended(turns.CANCELLED, end.meta, collector)
-                end = prompt.result()
-            finally:
-                cancel_wait.cancel()
-                if not prompt.done():
-                    prompt.cancel()
-            if running.cancelled and end.stop_reason == turns.END_TURN:
-                return turns.ended(turns.CANCELLED, end.meta, collector)
-            return turns.ended(end.stop_reason, end.meta, collector)
-        except AgentFailed as exc:
-            return turns.failed(turns.AGENT_CRASH, str(exc), collector)
-        except RequestFailed as exc:
-            return turns.failed(turns.ERROR, str(exc), collector)
-        finally:
-            self.agent.unlisten(session_id)
-
-    async def _prompt_text(self, ev: Event) -> str:
-        name = self._room_names.get(ev.room)
-        if name is None:
-            try:
-                name = (await self.client.room(ev.room)).name
-            except HubError:
-                name = ev.room
-            self._room_names[ev.room] = name
-        return f"{ev.sender} in room {name}: {ev.text}"
-
-    async def _attachments(self, ev: Event) -> list[PromptLink]:
-        """The trigger's files, saved where the agent can read them, as resource links."""
-        links = []
-        for a in ev.attachments:
-            folder = self.workspace.files_dir(ev.id)
-            safe = os.path.basename(a.name) or a.id
-            dest = folder / f"{a.id}-{safe}"
-            try:
-                if not dest.exists():
-                    media_id, size = a.id, a.size
-
-                    def fetch(
-                        media_id: str = media_id, dest: Path = dest, size: int = size
-                    ) -> Awaitable[int]:
-                        return self.client.download(media_id, dest, size)
-
-                    await replies.until_answered(f"media {a.id}", fetch)
-            except HubRefused as exc:
-                log.warning("attachment %s of %s not saved: %s", a.id, ev.id, exc)
-                continue
-            links.append(PromptLink(dest.resolve().as_uri(), a.name, a.mime_type))
-        return links
-
-    async def _stop_turns(self, ev: Event) -> None:
-        """`/stop` (or the cancel route) in a room: cancel the Turns running there."""
-        if ev.sender_kind != "human":
-            assert self.admission is not None
-            if await self.admission.key_for(ev.room, ev.sender, ev.sender_kind) is None:
-                log.info("stop from %s ignored (not a person or collaborator)", ev.sender)
-                return
-        for running in list(self._running.values()):
-            if running.trigger.room == ev.room and not running.cancelled:
-                running.cancelled = True
-                log.info("cancelling the Turn for %s on %s's stop", running.trigger.id, ev.sender)
-                running.cancel_event.set()
+            await self.cursor.done(item.cursor)
 
     # -- status -----------------------------------------------------------------------
 
-    def _remember(
-        self,
-        ev: Event,
-        result: turns.TurnResult,
-        kind: str | None,
-        posted: replies.Posted,
-        started: float,
-    ) -> None:
-        self._recent.append(
-            {
-                "trigger": ev.id,
-                "room": ev.room,
-                "sender": ev.sender,
-                "outcome": result.outcome,
-                "reply_kind": kind,
-                "reply_event": posted.reply.event.id if posted.reply else None,
-                "files": posted.files,
-                "refused_files": posted.refused,
-                "hub_refusal": posted.final_error.code if posted.final_error else None,
-                "started_at": started,
-                "ended_at": time.time(),
-            }
-        )
-        del self._recent[:-RECENT_TURNS]
-        self._write_status()
-
     def status(self) -> dict[str, Any]:
-        conn = self.agent.conn
-        return {
-            "worker_id": self.worker_id,
-            "pid": os.getpid(),
-            "member": self.me,
-            "owner": self.owner,
-            "hub": self.config.hub,
-            "agent": {
-                "command": self.config.agent_argv,
-                "alive": conn is not None and conn.alive(),
-                "pid": conn.pid if conn else None,
-                "restarts": self.agent.restarts,
-                "last_failure": self.agent.last_failure,
-                "stderr_tail": conn.stderr_tail()[-2000:] if conn else "",
-            },
-            "sessions": [
-                {"room": k.room, "who": k.who, "session_id": s}
-                for k, s in self.agent.sessions.items()
-            ],
-            "collaborators": sorted(self.admission.collaborators) if self.admission else [],
-            "inbox": {"acked": self.acked, "seen": self._max_seen, "open": sorted(self._open)},
-            "running": [r.trigger.id for r in self._running.values()],
-            "turns": list(self._recent),
-            "delivery": self._delivery_status(),
-            "presence": dict(self.presence),
-            "counters": dict(self.counters),
-            "updated_at": time.time(),
-        }
-
-    def _delivery_status(self) -> dict[str, Any]:
-        d = self.deliveries
-        out: dict[str, Any] = {"enabled": bool(d and d.enabled), "reason": d.reason if d else ""}
-        if self.ledger is not None:
-            try:
-                out["bindings"] = [
-                    {"binding": b.binding, "room": b.room, "who": b.who, "expires_at": b.expires_at}
-                    for b in self.ledger.bindings()
-                ]
-                out["deliveries"] = self.ledger.recent()
-                out["by_outcome"] = self.ledger.counts()
-            except LedgerUnavailable as exc:
-                out["ledger_error"] = str(exc)
-        return out
+        return status.worker_status(self)
 
     def _write_status(self) -> None:
         try:

@@ -1,0 +1,89 @@
+"""Declaring `_ag2/deliver` (DESIGN.md §6 "Declaring", "Ledger"): the worker id under the
+never-re-mint rule, and whether delivery is enabled — the hub's capabilities probe, the
+ledger, the egress roots apart from `<workspace>/export/` — with the one reason it is not.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentpost.connect import bindings
+from agentpost.connect.ledger import Ledger, LedgerUnavailable
+from agentpost.connect.workspace import LEDGER, Workspace, WorkspaceError
+
+
+@dataclass
+class Identity:
+    """The worker id, the ledger when one exists, and why delivery cannot be enabled
+    because of them (None when nothing stands in the way)."""
+
+    worker_id: str
+    ledger: Ledger | None
+    problem: str | None
+
+
+def worker_identity(workspace: Workspace) -> Identity:
+    """Read (or on a first start mint) the worker id; never mint over an existing ledger."""
+    ledger_path = workspace.root / LEDGER
+    problem: str | None
+    try:
+        found = workspace.read_worker_id()
+    except WorkspaceError as exc:
+        found, problem = None, str(exc)
+    else:
+        problem = None if found else "worker-id is missing"
+    if found is None and not ledger_path.exists():
+        return Identity(workspace.worker_id(), None, None)  # first start: minted once
+    ledger = Ledger(ledger_path)
+    try:
+        ledger.open()
+        stored = ledger.worker_ids()
+    except LedgerUnavailable as exc:
+        stored, problem = set(), problem or f"the ledger cannot be read ({exc})"
+    if found is not None:
+        if stored - {found}:
+            return Identity(found, ledger, "worker-id disagrees with the ledger's entries")
+        return Identity(found, ledger, problem)
+    if len(stored) != 1:
+        raise WorkspaceError(
+            f"{problem} and the ledger names {len(stored)} worker ids; "
+            "restore worker-id or move deliveries.sqlite3 away"
+        )
+    # Turns keep their keys under the ledger's one worker id; delivery stays off.
+    return Identity(
+        next(iter(stored)), ledger, f"{problem}; a new one is never minted over an existing ledger"
+    )
+
+
+def probe_reason(caps: dict[str, Any]) -> str | None:
+    """Why the hub's capabilities do not allow delivery, or None."""
+    idem = caps.get("room_post_idempotency")
+    if isinstance(idem, dict) and idem.get("status_header") == "Idempotency-Status":
+        return None
+    return "the hub does not report room_post_idempotency"
+
+
+def roots_reason(workspace: Path, roots: list[Path]) -> str | None:
+    """A Turn egress root that contains `<workspace>/export/` disables delivery."""
+    export = bindings.export_root(workspace)
+    real_export = Path(os.path.realpath(export))
+    for root in roots:
+        real = Path(os.path.realpath(root))
+        if real == real_export or real in real_export.parents:
+            return f"Turn egress root {root} contains {export}"
+    return None
+
+
+def ledger_reason(ledger: Ledger, workspace: Path) -> str | None:
+    """Open the ledger, make the export folder, apply retention; why it fails, or None."""
+    try:
+        ledger.open()
+        bindings.ensure_folder(bindings.export_root(workspace))
+        ledger.prune(time.time())
+    except (LedgerUnavailable, OSError) as exc:
+        return f"the ledger cannot be used ({exc})"
+    return None

@@ -1,0 +1,244 @@
+"""Running Turns (DESIGN.md §6 "Turns"): a wake-up's Turn in its Session — its reply posted
+once under the Turn key (looked up first, so a restarted Worker does not run it again), the
+prompt with the trigger's files, the Turn timeout and `/stop`, and the recent Turns that
+`connect status` shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentpost.client import AsyncHubClient, Event, HubError, HubRefused, InboxItem
+from agentpost.connect import keys, replies, turns
+from agentpost.connect.acp import AgentFailed, PromptLink, RequestFailed
+from agentpost.connect.agent import AgentSupervisor
+from agentpost.connect.crash import crash_point
+from agentpost.connect.egress import EgressRoots
+from agentpost.connect.sessions import Admission, SessionKey
+from agentpost.connect.workspace import Workspace
+
+log = logging.getLogger("agentpost.connect.worker")
+
+CANCEL_GRACE = 15.0
+MAX_REPLY_CHARS = 60000
+RECENT_TURNS = 20
+
+SessionMeta = Callable[[SessionKey], dict[str, Any]]
+
+
+@dataclass
+class RunningTurn:
+    key: SessionKey
+    trigger: Event
+    session_id: str | None = None
+    cancelled: bool = False
+    cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
+class TurnSettings:
+    worker_id: str
+    me: str
+    turn_timeout: float
+    agent_start_wait: float
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        settings: TurnSettings,
+        client: AsyncHubClient,
+        agent: AgentSupervisor,
+        workspace: Workspace,
+        egress: EgressRoots,
+        admission: Admission,
+        session_meta: SessionMeta,
+        counters: dict[str, int],
+        on_turn_end: Callable[[], None],
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.agent = agent
+        self.workspace = workspace
+        self.egress = egress
+        self.admission = admission
+        self.session_meta = session_meta
+        self.counters = counters
+        self.on_turn_end = on_turn_end
+        self.running: dict[str, RunningTurn] = {}
+        self.recent: list[dict[str, Any]] = []
+        self._room_names: dict[str, str] = {}
+
+    async def turn(self, key: SessionKey, item: InboxItem) -> None:
+        ev = item.event
+        s = self.settings
+        turn_key = keys.turn_key(s.worker_id, ev.id)
+        known = await replies.until_answered(
+            f"send state of {ev.id}", lambda: self.client.send_state(ev.room, turn_key)
+        )
+        if known is not None:
+            log.info("reply to %s was posted before (%s); not running it again", ev.id, known.state)
+            return
+        started = time.time()
+        self.counters["turns"] += 1
+        running = RunningTurn(key, ev)
+        self.running[ev.id] = running
+        try:
+            result = await self._prompt(running)
+        finally:
+            self.running.pop(ev.id, None)
+        delegated = s.me in (ev.metadata.get("delegated_to") or [])
+        kind = turns.reply_kind(result, delegated)
+        text = turns.reply_text(result, s.me)[:MAX_REPLY_CHARS]
+        posted = await replies.post_turn(
+            self.client,
+            s.worker_id,
+            ev.room,
+            ev.id,
+            text,
+            result.links,
+            self.egress,
+            kind,
+        )
+        crash_point("after_post")
+        if result.outcome not in (turns.END_TURN, turns.NEEDS_INPUT):
+            self.counters["errors"] += 1
+        if posted.reply is not None:
+            self.counters["replies"] += 1
+        self._remember(ev, result, kind, posted, started)
+        log.info(
+            "Turn %s in %s from %s: %s, reply %s %s [%s]",
+            ev.id,
+            ev.room,
+            ev.sender,
+            result.outcome,
+            posted.reply.event.id if posted.reply else "-",
+            kind or "",
+            " ".join(f"{k}={v}" for k, v in self.counters.items()),
+        )
+
+    async def _prompt(self, running: RunningTurn) -> turns.TurnResult:
+        ev = running.trigger
+        try:
+            conn = await self.agent.wait_ready(self.settings.agent_start_wait)
+            meta = self.session_meta(running.key)
+            session_id = await self.agent.session_for(conn, running.key, meta)
+        except AgentFailed as exc:
+            return turns.failed(turns.AGENT_UNAVAILABLE, str(exc), None)
+        running.session_id = session_id
+        collector = turns.TurnCollector(session_id)
+        self.agent.listen(session_id, collector.add)
+        try:
+            links = await self._attachments(ev)
+            text = await self._prompt_text(ev)
+            prompt = asyncio.ensure_future(conn.prompt(session_id, text, links))
+            cancel_wait = asyncio.ensure_future(running.cancel_event.wait())
+            try:
+                done, _ = await asyncio.wait(
+                    {prompt, cancel_wait},
+                    timeout=self.settings.turn_timeout,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if prompt not in done:
+                    await conn.cancel(session_id)
+                    try:
+                        end = await asyncio.wait_for(asyncio.shield(prompt), CANCEL_GRACE)
+                    except TimeoutError:
+                        prompt.cancel()
+                        outcome = turns.CANCELLED if running.cancelled else turns.TIMEOUT
+                        return turns.failed(outcome, "the agent did not stop in time", collector)
+                    if not running.cancelled:
+                        return turns.failed(turns.TIMEOUT, "", collector)
+                    return turns.ended(turns.CANCELLED, end.meta, collector)
+                end = prompt.result()
+            finally:
+                cancel_wait.cancel()
+                if not prompt.done():
+                    prompt.cancel()
+            if running.cancelled and end.stop_reason == turns.END_TURN:
+                return turns.ended(turns.CANCELLED, end.meta, collector)
+            return turns.ended(end.stop_reason, end.meta, collector)
+        except AgentFailed as exc:
+            return turns.failed(turns.AGENT_CRASH, str(exc), collector)
+        except RequestFailed as exc:
+            return turns.failed(turns.ERROR, str(exc), collector)
+        finally:
+            self.agent.unlisten(session_id)
+
+    async def _prompt_text(self, ev: Event) -> str:
+        name = self._room_names.get(ev.room)
+        if name is None:
+            try:
+                name = (await self.client.room(ev.room)).name
+            except HubError:
+                name = ev.room
+            self._room_names[ev.room] = name
+        return f"{ev.sender} in room {name}: {ev.text}"
+
+    async def _attachments(self, ev: Event) -> list[PromptLink]:
+        """The trigger's files, saved where the agent can read them, as resource links."""
+        links = []
+        for a in ev.attachments:
+            folder = self.workspace.files_dir(ev.id)
+            safe = os.path.basename(a.name) or a.id
+            dest = folder / f"{a.id}-{safe}"
+            try:
+                if not dest.exists():
+                    media_id, size = a.id, a.size
+
+                    def fetch(
+                        media_id: str = media_id, dest: Path = dest, size: int = size
+                    ) -> Awaitable[int]:
+                        return self.client.download(media_id, dest, size)
+
+                    await replies.until_answered(f"media {a.id}", fetch)
+            except HubRefused as exc:
+                log.warning("attachment %s of %s not saved: %s", a.id, ev.id, exc)
+                continue
+            links.append(PromptLink(dest.resolve().as_uri(), a.name, a.mime_type))
+        return links
+
+    async def stop_turns(self, ev: Event) -> None:
+        """`/stop` (or the cancel route) in a room: cancel the Turns running there."""
+        if ev.sender_kind != "human":
+            if await self.admission.key_for(ev.room, ev.sender, ev.sender_kind) is None:
+                log.info("stop from %s ignored (not a person or collaborator)", ev.sender)
+                return
+        for running in list(self.running.values()):
+            if running.trigger.room == ev.room and not running.cancelled:
+                running.cancelled = True
+                log.info("cancelling the Turn for %s on %s's stop", running.trigger.id, ev.sender)
+                running.cancel_event.set()
+
+    def _remember(
+        self,
+        ev: Event,
+        result: turns.TurnResult,
+        kind: str | None,
+        posted: replies.Posted,
+        started: float,
+    ) -> None:
+        self.recent.append(
+            {
+                "trigger": ev.id,
+                "room": ev.room,
+                "sender": ev.sender,
+                "outcome": result.outcome,
+                "reply_kind": kind,
+                "reply_event": posted.reply.event.id if posted.reply else None,
+                "files": posted.files,
+                "refused_files": posted.refused,
+                "hub_refusal": posted.final_error.code if posted.final_error else None,
+                "started_at": started,
+                "ended_at": time.time(),
+            }
+        )
+        del self.recent[:-RECENT_TURNS]
+        self.on_turn_end()
