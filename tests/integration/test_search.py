@@ -6,8 +6,11 @@ alice takes part in `red`, carol in `blue`, bob in both; dave in neither."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sqlite3
+import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clirun import agentpost
 from hubproc import HubProcess, make_setup
 
 
@@ -277,3 +281,46 @@ def test_upgrading_a_hub_indexes_its_older_events(make_hub: Any) -> None:
         new = c.post(f"/v1/rooms/{s.room}/messages", json={"text": "axolotl after"}).json()
         hits = c.get("/v1/search", params={"q": "axolotl"}).json()["hits"]
         assert hits[0]["event"]["id"] == new["event"]["id"] and len(hits) == 4
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_docs_search_md_runs_as_written(hub: HubProcess) -> None:
+    doc = (ROOT / "docs" / "search.md").read_text()
+    (script,) = re.findall(r"```sh\n(.*?)```", doc, re.S)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
+    env |= {"AGENTPOST_HUB": hub.url, "AGENTPOST_ADMIN_TOKEN": hub.admin_token}
+    p = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.strip().splitlines()
+    last = json.loads(lines[-1])
+    assert [h["event"]["text"] for h in last["hits"]] == ["deploy fixed: café hours are back"]
+    assert last["hits"][0]["highlights"] == [[0, 6]] and last["next_before"] is None
+    # The plain search listed hana's two deploys, newest first, and not olga's.
+    table = "\n".join(lines[:-1])
+    assert table.index("deploy fixed") < table.index("nightly deploy failed")
+    assert "nobody else sees" not in p.stdout
+
+
+def test_cli_search_pages_and_reports_a_bad_query(world: World) -> None:
+    for n in range(3):
+        world.say("bob", world.blue, f"dingo count {n}")
+    bob = world.tokens["bob"]
+    first = agentpost(
+        world.hub, "search", "dingo", "--room", "blue", "--limit", "2", "--json", token=bob
+    )
+    page = json.loads(first.stdout)
+    assert [h["event"]["text"] for h in page["hits"]] == ["dingo count 2", "dingo count 1"]
+    more = agentpost(world.hub, "search", "dingo", "--before", page["next_before"], token=bob)
+    assert "dingo count 0" in more.stdout and "more:" not in more.stdout
+    bad = agentpost(world.hub, "search", '"dingo', "--json", token=bob, check=False)
+    assert bad.returncode != 0
+    assert json.loads(bad.stdout)["error"]["code"] == "search_query_invalid"

@@ -24,6 +24,7 @@ TOOLS = {
     "read_room",
     "delivery_state",
     "members",
+    "search",
 }
 POSTING = {"post_message", "reply", "send_to_thread", "upload_file"}
 
@@ -49,6 +50,7 @@ def test_lists_every_tool_with_its_parameters_and_posting_tools_are_idempotent(
         "read_room": {"room", "after", "limit"},
         "delivery_state": {"event_id"},
         "members": set(),
+        "search": {"query", "room", "sender", "before", "limit"},
     }
     assert set(tools["send_to_thread"].input_schema["required"]) == {
         "thread",
@@ -59,7 +61,7 @@ def test_lists_every_tool_with_its_parameters_and_posting_tools_are_idempotent(
         assert tools[name].annotations is not None
         assert tools[name].annotations.idempotent_hint is True, name
         assert "idempotency_key" in (tools[name].description or ""), name
-    for name in ("read_inbox", "list_rooms", "read_room", "delivery_state", "members"):
+    for name in ("read_inbox", "list_rooms", "read_room", "delivery_state", "members", "search"):
         assert tools[name].annotations.read_only_hint is True, name
     for t in tools.values():
         assert t.input_schema["type"] == "object"
@@ -143,8 +145,12 @@ def test_the_same_key_with_other_text_is_a_final_conflict_and_posts_nothing(
     setup: Setup, mcp_server: Callable[..., McpServer]
 ) -> None:
     async def scenario(c: Client) -> Any:
-        ok = await call(c, "post_message", {"room": "general", "text": "a", "idempotency_key": "k1"})
-        bad = await call(c, "post_message", {"room": "general", "text": "b", "idempotency_key": "k1"})
+        ok = await call(
+            c, "post_message", {"room": "general", "text": "a", "idempotency_key": "k1"}
+        )
+        bad = await call(
+            c, "post_message", {"room": "general", "text": "b", "idempotency_key": "k1"}
+        )
         return ok, bad
 
     (err1, _), (err2, bad) = mcp_server().run(scenario)
@@ -329,7 +335,9 @@ def test_delivery_state_follows_an_event_from_queued_to_replied_and_hides_other_
     async def bot_answers(c: Client) -> Any:
         page = await call(c, "read_inbox", {})
         await call(c, "ack_inbox", {"cursor": page[1]["cursor"]})
-        return await call(c, "reply", {"event_id": asked_id, "text": "done", "reply_kind": "result"})
+        return await call(
+            c, "reply", {"event_id": asked_id, "text": "done", "reply_kind": "result"}
+        )
 
     assert not mcp_server("bot").run(bot_answers)[0]
 
@@ -365,3 +373,26 @@ def test_members_shows_kind_owner_and_who_is_online(
         "carol": ("human", None, False),
         "helper": ("agent", "alice", False),
     }
+
+
+def test_search_finds_in_your_rooms_only_and_a_bad_query_is_a_tool_error(
+    setup: Setup, mcp_server: Callable[..., McpServer]
+) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as alice:
+        seen = alice.post(f"/v1/rooms/{setup.room}/messages", json={"text": "the wombat plan"})
+        r = alice.post(f"/v1/workspaces/{setup.workspace}/rooms", json={"name": "secret"})
+        alice.post(f"/v1/rooms/{r.json()['room']['id']}/messages", json={"text": "wombat too"})
+
+    async def scenario(c: Client) -> Any:
+        return [
+            await call(c, "search", {"query": "wombat"}),
+            await call(c, "search", {"query": "wombat", "room": "general", "limit": 5}),
+            await call(c, "search", {"query": '"wombat'}),
+        ]
+
+    (err, body), (err2, by_room), (bad, failure) = mcp_server("bot").run(scenario)
+    assert not err and not err2
+    assert [h["event"]["id"] for h in body["hits"]] == [seen.json()["event"]["id"]]
+    assert body["hits"][0]["highlights"] == [[4, 10]] and body["next_before"] is None
+    assert by_room["hits"] == body["hits"]
+    assert bad and failure["error"]["code"] == "search_query_invalid"

@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "media": ("room_ops",),
     "post": ("rooms",),
     "room": ("rooms", "room_ops", "inbox"),
+    "search": ("search",),
     "serve": ("serve",),
     "status": ("status",),
     "tail": ("rooms",),

@@ -206,6 +206,22 @@ class AsyncHubClient:
         data: dict[str, Any] = resp.json()["delivery"]
         return data
 
+    async def search(
+        self,
+        q: str,
+        *,
+        room: str | None = None,
+        sender: str | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Events matching `q` in your rooms, newest first: `{"hits": [{"event",
+        "highlights"}], "next_before"}`; pass `next_before` as `before` for the next page."""
+        given = {"q": q, "room": room, "sender": sender, "before": before, "limit": limit}
+        params = {k: v for k, v in given.items() if v is not None}
+        data: dict[str, Any] = (await self.request("GET", "/v1/search", params=params)).json()
+        return data
+
     async def member(self, workspace: str, name: str) -> SeenMember:
         """One member of your workspace (who owns an agent, whether it is active, when the
         hub last saw it)."""

@@ -81,12 +81,13 @@ class UploadFileArgs(_Args):
 
 class ReadInboxArgs(_Args):
     after: (
-        Annotated[Cursor, msgspec.Meta(description="cursor to read after; default: acked")]
-        | None
+        Annotated[Cursor, msgspec.Meta(description="cursor to read after; default: acked")] | None
     ) = None
     wait: Annotated[
         float,
-        msgspec.Meta(ge=0, description=f"seconds to wait for a wake-up (at most {MAX_WAIT_SECONDS:g})"),
+        msgspec.Meta(
+            ge=0, description=f"seconds to wait for a wake-up (at most {MAX_WAIT_SECONDS:g})"
+        ),
     ] = 0.0
 
 
@@ -112,6 +113,22 @@ class DeliveryStateArgs(_Args):
 
 class MembersArgs(_Args):
     pass
+
+
+class SearchArgs(_Args):
+    query: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1,
+            description='words (all must match), "a phrase", word* (a prefix), -word (not it)',
+        ),
+    ]
+    room: RoomRef | None = None
+    sender: Annotated[str | None, msgspec.Meta(description="only events this member sent")] = None
+    before: Annotated[
+        str | None, msgspec.Meta(description="the next_before of the previous page")
+    ] = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100, description="at most 100")] = 20
 
 
 def input_schema(args: type[msgspec.Struct]) -> dict[str, Any]:

@@ -63,7 +63,9 @@ def _result(outcome: dict[str, Any] | ToolFailure) -> types.CallToolResult:
 def build_server(toolbox: Toolbox) -> Server[Any]:
     listed = [_tool(spec) for spec in TOOLS]
 
-    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listed)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:

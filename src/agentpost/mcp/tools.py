@@ -129,6 +129,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         a.MembersArgs,
         read_only=True,
     ),
+    ToolSpec(
+        "search",
+        "Search the rooms you take part in, newest first: each hit is an event with "
+        "`highlights`, [start, end) character offsets of the match in its text; page with "
+        "`next_before` (null: no more).",
+        a.SearchArgs,
+        read_only=True,
+    ),
 )
 BY_NAME = {t.name: t for t in TOOLS}
 
@@ -164,6 +172,7 @@ class Toolbox:
             "read_room": self.read_room,
             "delivery_state": self.delivery_state,
             "members": self.members,
+            "search": self.search,
         }
 
     async def call(self, name: str, arguments: object) -> dict[str, Any] | ToolFailure:
@@ -322,6 +331,12 @@ class Toolbox:
         workspace = str((await self.me())["workspace"]["name"])
         found = await self.hub.members(workspace)
         return {"workspace": workspace, "members": msgspec.to_builtins(found)}
+
+    async def search(self, args: a.SearchArgs) -> dict[str, Any]:
+        room = await self.room_id(args.room) if args.room is not None else None
+        return await self.hub.search(
+            args.query, room=room, sender=args.sender, before=args.before, limit=args.limit
+        )
 
 
 def delegation_waiting(ev: Event, me: str) -> bool:
