@@ -379,3 +379,66 @@ def _in_progress_requests(setup: Setup) -> float:
     """Requests the hub is handling now (the auth of the slow post is done by then)."""
     with setup.hub.client() as c:
         return _gauge(c.get("/metrics").text, "agentpost_requests_in_progress")
+
+
+def metric(c: httpx.Client, name: str) -> float:
+    for line in c.get("/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")
+
+
+def test_a_batch_of_plain_posts_is_written_as_data_with_the_same_answers(hub: HubProcess) -> None:
+    """Plain keyed posts queued behind one lock reach the writer as one batch: written as
+    data together (issue 14), while a refusal and a key with a record in the same batch get
+    the answers they always had; seqs and inbox cursors stay gap-free."""
+    s = make_setup(hub, ["alice", "carol"], ["bot"])
+    with hub.client(hub.admin_token) as admin:
+        r = admin.post("/v1/admin/workspaces/acme/members", json={"name": "erin", "kind": "human"})
+        erin = r.json()["token"]
+    with hub.client(s.tokens["alice"], timeout=30) as c:
+        assert post(c, s.room, {"text": "first"}, "dup").status_code == 201
+        before = metric(c, "agentpost_write_jobs_as_data")
+        tokens = [s.tokens["alice"]] * 20 + [s.tokens["bot"], erin, s.tokens["carol"]]
+        keys = [f"p{i}" for i in range(20)] + ["b1", "e1", "c1"]
+
+        def send(i: int) -> httpx.Response:
+            with hub.client(tokens[i], timeout=30) as one:
+                return post(one, s.room, {"text": f"plain {i}"}, keys[i])
+
+        with ThreadPoolExecutor(len(keys)) as pool:
+            with writes_blocked(s):
+                answers = [pool.submit(send, i) for i in range(len(keys))]
+                poll(lambda: metric(c, "agentpost_idempotency_keys_in_flight") == len(keys))
+            got = [a.result() for a in answers]
+        assert metric(c, "agentpost_write_jobs_as_data") - before >= 2
+        created = [r for r in got[:21]]
+        assert all(
+            (r.status_code, r.headers["idempotency-status"]) == (201, "created") for r in created
+        ), [r.text for r in created]
+        assert got[21].status_code == 403
+        assert got[21].json()["error"]["code"] == "channel_membership_required"
+        assert got[22].status_code == 201
+        evs = {e["id"]: e for e in events(c, s.room)}
+        assert sorted(e["seq"] for e in evs.values()) == list(range(1, 24))
+        for i, r in enumerate(created):
+            ev = r.json()["event"]
+            assert evs[ev["id"]] == ev
+            want = ("no_mention", []) if i == 20 else ("sole_agent", ["bot"])
+            assert (ev["route"], ev["targets"]) == want
+            sent = c.get(
+                f"/v1/rooms/{s.room}/sends",
+                params={"key": keys[i]},
+                headers={"authorization": f"Bearer {tokens[i]}"},
+            )
+            assert sent.json()["send"]["response"] == r.json()
+        # Written as data, indexed for search like any event (§12).
+        hits = c.get("/v1/search", params={"q": "plain", "limit": 100}).json()["hits"]
+        assert len(hits) == 22
+    with hub.client(erin) as e:
+        unused = e.get(f"/v1/rooms/{s.room}/sends", params={"key": "e1"})
+        assert unused.json()["error"]["code"] == "send_not_found"
+    with hub.client(s.tokens["bot"]) as bot:
+        items = bot.get("/v1/inbox", params={"limit": 100}).json()["items"]
+    # "first", alice's 20 and carol's: all routed to the sole agent, cursors gap-free.
+    assert [i["cursor"] for i in items] == list(range(1, 23))

@@ -228,6 +228,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
         if hub.router_settings is None:
             log.info("no AGENTPOST_ROUTER_URL: rooms with the llm router stop (wake no one)")
         hub.metrics.watch_in_flight(hub.idempotency.in_flight)
+        hub.metrics.watch_as_data(hub.engine.written_as_data)
         eng.on_notify(hub.notifier.notify)
         app.state.hub = hub
         sweeper = asyncio.create_task(_sweeper(hub))

@@ -34,6 +34,7 @@ from agentpost.core.errors import AgentpostError, Code, RequestError
 from agentpost.core.ids import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_RULE
 from agentpost.core.jcs import sha256_hex
 from agentpost.store import keys
+from agentpost.store.batch import AsData
 from agentpost.store.engine import Engine, Tx, UndoJob
 from agentpost.store.models import KeyRecord
 
@@ -182,9 +183,11 @@ class Idempotency:
         create: Callable[[Tx], Created],
         prepare: Callable[[], Awaitable[None]] | None = None,
         order: str = "",
+        as_data: AsData | None = None,
     ) -> Answer:
         """Answer a keyed request; `prepare` runs only when the key is new (before the
-        write), so a replay does no work beyond the lookup."""
+        write), so a replay does no work beyond the lookup. `as_data`: the same write as
+        data (hub/posting.py `write_plain`), which answers as `_claim` would or declines."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_seconds
         slot = (member_id, key)
@@ -216,7 +219,7 @@ class Idempotency:
             # Before the claim's own clock reading: the remembered expiry is never late.
             asked_at = int(time.time() * 1000)
             outcome = await self.engine.write(
-                lambda tx: self._claim(tx, member_id, key, fp, create), order
+                lambda tx: self._claim(tx, member_id, key, fp, create), order, as_data
             )
             if isinstance(outcome, KeyRecord):  # committed before: by another process,
                 self._remember(outcome)  # or by this one before it restarted

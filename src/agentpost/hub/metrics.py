@@ -75,5 +75,14 @@ class HubMetrics:
         )
         gauge.set_function(lambda: float(count()))
 
+    def watch_as_data(self, count: Callable[[], int]) -> None:
+        """Report how many write jobs were written as data with their batch (issue 14)."""
+        gauge = Gauge(
+            "agentpost_write_jobs_as_data",
+            "Write jobs the writer wrote together with others of their batch, since start",
+            registry=self.registry,
+        )
+        gauge.set_function(lambda: float(count()))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -6,6 +6,8 @@ refusal rolls the whole job back (the key stays unused).
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -14,13 +16,13 @@ from agentpost.core.clock import now_ms, rfc3339
 from agentpost.core.errors import AuthError, Code, RequestError
 from agentpost.core.ids import new_id
 from agentpost.hub import auth, routing
-from agentpost.hub.idempotency import Created, Rejected
+from agentpost.hub.idempotency import CREATED, STATE_CREATED, Answer, Created, Rejected
 from agentpost.hub.notify import inbox_key, room_key
 from agentpost.hub.routing import sensitive
 from agentpost.hub.schemas import Attachment, Event
-from agentpost.store import events, inbox, media, rooms
+from agentpost.store import events, inbox, keys, media, rooms
 from agentpost.store.engine import Tx
-from agentpost.store.models import MediaRow, Member, Room
+from agentpost.store.models import KeyRecord, MediaRow, Member, Room
 
 _encode = msgspec.json.encode
 
@@ -192,3 +194,137 @@ def create_media_event(
         }
     )
     return Created(201, b'{"media":' + media_json + b',"event":' + body + b"}", room.id, ev.id)
+
+
+@dataclass(frozen=True, slots=True)
+class PlainPost:
+    """A keyed message the writer may write together with others (`write_plain`)."""
+
+    key: str
+    fingerprint: str
+    room_id: str
+    sender: Member
+    text: str
+    metadata: dict[str, Any]
+
+
+def is_plain(normalized: dict[str, Any]) -> bool:
+    """Plain text with nothing that needs a decision of its own before the room is known: no
+    attachment, no reply (receipts, answers), no `@` (mentions, delegation), no `/stop`."""
+    text: str = normalized["text"]
+    return (
+        not normalized["attachments"]
+        and normalized["in_reply_to"] is None
+        and normalized["reply_kind"] is None
+        and "@" not in text
+        and not routing.is_stop(text)
+    )
+
+
+def write_plain(tx: Tx, posts: list[PlainPost]) -> list[tuple[Answer, list[str]] | None]:
+    """Many plain keyed posts as data, in one savepoint (store/batch.py `AsData`): the key
+    claims, room locks (id order), the rooms, sole agents, seqs, events and key records,
+    one statement each for all of them. A post this cannot answer exactly as
+    `create_message` under `Idempotency` would (a key with a record, any refusal, a room
+    whose routing decides per post) is declined: None, and it runs as its own job after."""
+    now = int(time.time() * 1000)
+    out: list[tuple[Answer, list[str]] | None] = [None] * len(posts)
+    slots = {}
+    for i, p in enumerate(posts):
+        slots.setdefault((p.sender.id, p.key), i)  # a key twice: the second runs alone
+    claimed = keys.claim_many(
+        tx, [(slot[0], slot[1], posts[i].fingerprint, now) for slot, i in slots.items()]
+    )
+    mine = [i for slot, i in slots.items() if slot in claimed]
+    if not mine:
+        return out
+    rooms.lock_many(tx, sorted({posts[i].room_id for i in mine}))
+    found = rooms.rooms_for_members(
+        tx, sorted({(posts[i].room_id, posts[i].sender.id) for i in mine})
+    )
+    routes: dict[int, tuple[Room, str]] = {}
+    for i in mine:
+        p = posts[i]
+        got = found.get((p.room_id, p.sender.id))
+        if got is None:
+            continue
+        room, participant, status = got
+        if (
+            room.workspace_id != p.sender.workspace_id
+            or status != "active"
+            or not participant
+            or room.archived
+            or room.mode == "master"
+            or (room.sensitive_filter and sensitive.findings(p.text))
+        ):
+            continue
+        if p.sender.kind == "agent":
+            routes[i] = (room, "no_mention")  # an agent's message with no mention (§4)
+        elif room.router in ("none", "sole-agent"):
+            routes[i] = (room, "router_" + room.router)
+    sole = (
+        rooms.sole_agents(
+            tx, sorted({room.id for room, how in routes.values() if how == "router_sole-agent"})
+        )
+        if any(how == "router_sole-agent" for _r, how in routes.values())
+        else {}
+    )
+    declined = [posts[i] for i in mine if i not in routes]
+    if declined:
+        keys.unclaim_many(tx, [(p.sender.id, p.key) for p in declined])
+    last: dict[str, int] = {}
+    rows: list[tuple[str, int, str, bytes, str]] = []
+    records: list[KeyRecord] = []
+    for i, (room, how) in sorted(routes.items()):
+        p = posts[i]
+        targets: list[tuple[str, str]] = []
+        if how == "router_sole-agent":
+            count, agent_id, agent_name = sole.get(room.id, (0, "", ""))
+            route = "sole_agent" if count == 1 else "no_sole_agent"
+            if count == 1:
+                targets = [(agent_id, agent_name)]
+        else:
+            route = how
+        seq = last[room.id] = last.get(room.id, room.last_seq) + 1
+        ev = Event(
+            id=new_id("ev"),
+            room=room.id,
+            seq=seq,
+            sender=p.sender.name,
+            sender_kind=p.sender.kind,
+            type="message",
+            text=p.text,
+            attachments=[],
+            metadata=p.metadata,
+            in_reply_to=None,
+            reply_kind=None,
+            targets=[name for _id, name in targets],
+            created_at=rfc3339(now_ms()),
+            route=route,
+        )
+        body = _encode(ev)
+        answer = b'{"event":' + body + b"}"
+        rows.append((room.id, seq, ev.id, body, p.text))
+        records.append(
+            KeyRecord(
+                member_id=p.sender.id,
+                key=p.key,
+                fingerprint=p.fingerprint,
+                state=STATE_CREATED,
+                status=201,
+                body=answer,
+                room_id=room.id,
+                event_id=ev.id,
+                created_at=now,
+            )
+        )
+        inbox.add(tx, [mid for mid, _name in targets], room.id, seq)
+        out[i] = (
+            Answer(201, answer, CREATED),
+            [room_key(room.id), *(inbox_key(mid) for mid, _name in targets)],
+        )
+    if rows:
+        rooms.set_seqs(tx, last)
+        events.insert_many(tx, rows)
+        keys.finish_many(tx, records)
+    return out

@@ -10,7 +10,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from agentpost.store.batch import AsData
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -69,8 +72,16 @@ class Engine(Protocol):
         own, so a room's readers never make a request wait for a connection."""
         ...
 
-    async def write(self, fn: Callable[[Tx], T], order: str = "") -> T:
-        """Run `fn` in a write transaction; `order` is the room it locks (lock ordering)."""
+    async def write(
+        self, fn: Callable[[Tx], T], order: str = "", as_data: AsData | None = None
+    ) -> T:
+        """Run `fn` in a write transaction; `order` is the room it locks (lock ordering).
+        With `as_data`, the writer may write it with like items at once (store/batch.py);
+        the answer is then what `fn` would have answered."""
+        ...
+
+    def written_as_data(self) -> int:
+        """How many write jobs the writers wrote as data with others (store/batch.py)."""
         ...
 
     def on_notify(self, callback: Callable[[str], None]) -> None:

@@ -27,6 +27,30 @@ def insert(db: Db, room_id: str, seq: int, event_id: str, body: bytes, text: str
         )
 
 
+def insert_many(db: Db, rows: list[tuple[str, int, str, bytes, str]]) -> None:
+    """`insert` for many (room_id, seq, id, body, text): the events and their search
+    index, one statement each (§12)."""
+    marks = ", ".join(["(?, ?, ?, ?)"] * len(rows))
+    if db.dialect == "postgres":
+        db.run(
+            "INSERT INTO events (room_id, seq, id, body, search) VALUES "
+            + ", ".join(["(?, ?, ?, ?, to_tsvector('simple', ?))"] * len(rows)),
+            [v for r in rows for v in (*r[:4], search.indexed_text(r[4]))],
+        )
+        return
+    made = db.all(
+        f"INSERT INTO events (room_id, seq, id, body) VALUES {marks} RETURNING id, rowid",
+        [v for r in rows for v in r[:4]],
+    )
+    rowid = {str(m[0]): int(m[1]) for m in made}  # RETURNING's order is not the VALUES'
+    texts = [(rowid[r[2]], search.indexed_text(r[4])) for r in rows if r[4]]
+    if texts:
+        db.run(
+            "INSERT INTO event_search (rowid, text) VALUES " + ", ".join(["(?, ?)"] * len(texts)),
+            [v for t in texts for v in t],
+        )
+
+
 class Page(list[tuple[int, bytes]]):
     """(position, body) rows, oldest first. `full`: the page stopped at its row limit or
     at its byte budget, so more rows may follow it (read on before waiting for news)."""

@@ -47,6 +47,45 @@ def claim(db: Db, member_id: str, key: str, fingerprint: str, now: int) -> bool:
     return inserted == 1
 
 
+def claim_many(db: Db, claims: list[tuple[str, str, str, int]]) -> set[tuple[str, str]]:
+    """Claim many (member, key, fingerprint, now) in one statement, in (member, key) order;
+    the (member, key) pairs claimed (the others have a record: see `claim`)."""
+    claims = sorted(claims)
+    rows = db.all(
+        "INSERT INTO idempotency_keys (member_id, key, fingerprint, state, status, body,"
+        " created_at) VALUES "
+        + ", ".join(["(?, ?, ?, 'claimed', 0, ?, ?)"] * len(claims))
+        + " ON CONFLICT (member_id, key) DO NOTHING RETURNING member_id, key",
+        [v for m, k, fp, now in claims for v in (m, k, fp, b"", now)],
+    )
+    return {(r[0], r[1]) for r in rows}
+
+
+def unclaim_many(db: Db, pairs: list[tuple[str, str]]) -> None:
+    """Give back claims this transaction made (before anything else was written for them)."""
+    db.run(
+        "DELETE FROM idempotency_keys WHERE state = 'claimed' AND ("
+        + " OR ".join(["(member_id = ? AND key = ?)"] * len(pairs))
+        + ")",
+        [v for pair in pairs for v in pair],
+    )
+
+
+def finish_many(db: Db, recs: list[KeyRecord]) -> None:
+    """`finish` for many claimed keys in one statement."""
+    db.run(
+        "UPDATE idempotency_keys SET state = v.column3, status = v.column4, body = v.column5,"
+        " room_id = v.column6, event_id = v.column7 FROM (VALUES "
+        + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(recs))
+        + ") AS v WHERE idempotency_keys.member_id = v.column1 AND idempotency_keys.key = v.column2",
+        [
+            v
+            for r in recs
+            for v in (r.member_id, r.key, r.state, r.status, r.body, r.room_id, r.event_id)
+        ],
+    )
+
+
 def finish(db: Db, rec: KeyRecord) -> None:
     """Store the outcome of a claimed key (same transaction as the claim)."""
     db.run(

@@ -26,7 +26,7 @@ from psycopg_pool import ConnectionPool
 
 from agentpost.core.errors import StorageUnavailable
 from agentpost.store import migrate
-from agentpost.store.batch import GroupCommitWriter, JobState
+from agentpost.store.batch import AsData, GroupCommitWriter, JobState
 from agentpost.store.engine import CrashPoints, Params, Row
 
 T = TypeVar("T")
@@ -228,6 +228,9 @@ class PostgresEngine:
 
     # -- wake-ups across processes -----------------------------------------------------
 
+    def written_as_data(self) -> int:
+        return sum(writer.as_data for writer in self._writers)
+
     def on_notify(self, callback: Callable[[str], None]) -> None:
         self._callback = callback
         self._loop = asyncio.get_running_loop()
@@ -269,9 +272,11 @@ class PostgresEngine:
     async def read_stream(self, fn: Callable[[PgDb], T]) -> T:
         return await self._streams.read(fn)
 
-    async def write(self, fn: Callable[[PgTx], T], order: str = "") -> T:
+    async def write(
+        self, fn: Callable[[PgTx], T], order: str = "", as_data: AsData | None = None
+    ) -> T:
         writer = self._writers[zlib.crc32(order.encode()) % len(self._writers)]
-        result: T = await writer.submit(fn, order)
+        result: T = await writer.submit(fn, order, as_data)
         return result
 
     async def close(self) -> None:

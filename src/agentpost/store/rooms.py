@@ -107,6 +107,54 @@ def next_seq(db: Db, room_id: str) -> int | None:
     return int(row[0]) if row else None
 
 
+def set_seqs(db: Db, last: dict[str, int]) -> None:
+    """Set many rooms' `last_seq` in one statement (the batch path: the rooms' rows are
+    locked already, see `lock_many`, and each value was read under that lock)."""
+    db.run(
+        "UPDATE rooms SET last_seq = v.column2 FROM (VALUES "
+        + ", ".join(["(?, ?)"] * len(last))
+        + ") AS v WHERE rooms.id = v.column1",
+        [v for item in last.items() for v in item],
+    )
+
+
+def lock_many(db: Db, room_ids: list[str]) -> None:
+    """Take many rooms' row locks in id order, the one order every writer uses (§8), until
+    the transaction ends (PostgreSQL; SQLite's one write transaction excludes others)."""
+    if db.dialect == "postgres":
+        db.all("SELECT 1 FROM rooms WHERE id = ANY(?) ORDER BY id FOR UPDATE", (room_ids,))
+
+
+def rooms_for_members(
+    db: Db, pairs: list[tuple[str, str]]
+) -> dict[tuple[str, str], tuple[Room, bool, str | None]]:
+    """`room_for_member` for many (room, member) pairs in one query; pairs with no room
+    are missing. Read after `lock_many` on PostgreSQL, so it sees what committed by then."""
+    cols = ", ".join("r." + c.strip() for c in _COLS.split(","))
+    rows = db.all(
+        f"SELECT {cols}, v.column2, EXISTS (SELECT 1 FROM participants p"
+        " WHERE p.room_id = r.id AND p.member_id = v.column2),"
+        " (SELECT m.status FROM members m WHERE m.id = v.column2) FROM (VALUES "
+        + ", ".join(["(?, ?)"] * len(pairs))
+        + ") AS v JOIN rooms r ON r.id = v.column1",
+        [v for pair in pairs for v in pair],
+    )
+    return {(row[0], row[11]): (_room(row), bool(row[12]), row[13]) for row in rows}
+
+
+def sole_agents(db: Db, room_ids: list[str]) -> dict[str, tuple[int, str, str]]:
+    """Per room with live agents: (how many, the least id and name); with one agent those
+    are its own (the `sole-agent` router for many rooms in one query)."""
+    rows = db.all(
+        "SELECT p.room_id, COUNT(*), MIN(m.id), MIN(m.name) FROM participants p"
+        " JOIN members m ON m.id = p.member_id WHERE p.room_id IN ("
+        + ", ".join(["?"] * len(room_ids))
+        + ") AND m.kind = 'agent' AND m.status = 'active' GROUP BY p.room_id",
+        room_ids,
+    )
+    return {r[0]: (int(r[1]), r[2], r[3]) for r in rows}
+
+
 def lock(db: Db, room_id: str) -> None:
     """Hold the room's row lock until the transaction ends, so a post that takes it next
     sees this change (PostgreSQL; SQLite's one write transaction already excludes others)."""

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from agentpost.core.errors import StorageUnavailable
 from agentpost.store import migrate
-from agentpost.store.batch import GroupCommitWriter, JobState
+from agentpost.store.batch import AsData, GroupCommitWriter, JobState
 from agentpost.store.engine import CrashPoints, Params, Row
 from agentpost.store.files import private_file
 
@@ -132,6 +132,9 @@ class SQLiteEngine:
                 raise
             log.info("applied migration %d", version)
 
+    def written_as_data(self) -> int:
+        return self._writer.as_data
+
     def on_notify(self, callback: Callable[[str], None]) -> None:
         self._writer.notify = callback
 
@@ -147,8 +150,10 @@ class SQLiteEngine:
         bounded in bytes, so it holds the loop no longer than any other page)."""
         return await self.read(fn)
 
-    async def write(self, fn: Callable[[SQLiteTx], T], order: str = "") -> T:
-        result: T = await self._writer.submit(fn, order)
+    async def write(
+        self, fn: Callable[[SQLiteTx], T], order: str = "", as_data: AsData | None = None
+    ) -> T:
+        result: T = await self._writer.submit(fn, order, as_data)
         return result
 
     async def close(self) -> None:

@@ -23,6 +23,7 @@ from agentpost.hub.routing import router
 from agentpost.hub.schemas import CancelIn, MessageIn
 from agentpost.hub.state import Hub, hub_of
 from agentpost.store import media
+from agentpost.store.batch import AsData
 from agentpost.store.engine import Db, Tx
 from agentpost.store.models import MediaRow
 
@@ -71,13 +72,14 @@ async def _post(
     create: Any,
     prepare: Callable[[], Awaitable[None]] | None = None,
     order: str = "",
+    as_data: AsData | None = None,
 ) -> Response:
     """Run one post through the key rules (or straight, without a key); count it."""
     started = time.perf_counter()
     outcome = "error"
     try:
         if key is not None and fp is not None:
-            ans = await hub.idempotency.run(member_id, key, fp, create, prepare, order)
+            ans = await hub.idempotency.run(member_id, key, fp, create, prepare, order, as_data)
         else:
             if prepare is not None:
                 await prepare()
@@ -143,7 +145,15 @@ async def message_post(
     def create(tx: Tx) -> Created:
         return posting.create_message(tx, room_id, member, normalized, asked.get("choice"))
 
-    return await _post(hub, MESSAGES_ROUTE, member.id, key, fp, create, prepare, room_id)
+    # A plain keyed post may be written with the batch's other plain posts (issue 14); the
+    # writer runs `create` instead for anything `write_plain` declines.
+    as_data = None
+    if key is not None and fp is not None and posting.is_plain(normalized):
+        plain = posting.PlainPost(
+            key, fp, room_id, member, normalized["text"], normalized["metadata"]
+        )
+        as_data = AsData(posting.write_plain, plain)
+    return await _post(hub, MESSAGES_ROUTE, member.id, key, fp, create, prepare, room_id, as_data)
 
 
 async def cancel(request: Request) -> Response:
