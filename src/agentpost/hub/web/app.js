@@ -4,6 +4,7 @@
 import * as api from "./api.js";
 import { Composer } from "./composer.js";
 import { Inbox } from "./inbox.js";
+import { Search } from "./search.js";
 import { RoomStream } from "./stream.js";
 import { Timeline } from "./timeline.js";
 
@@ -57,6 +58,7 @@ function signOut(reason) {
   state.counts.clear();
   timeline.clear();
   $("rooms").replaceChildren();
+  search.clear();
   $("room-title").textContent = "Pick a room";
   roomStatus("");
   $("composer").hidden = true;
@@ -261,6 +263,29 @@ async function loadOlder() {
     state.loadingOlder = false;
   }
 }
+
+/** Open `roomId` and bring `eventId` into view, paging back to it if it is older. */
+async function openAt(roomId, eventId) {
+  if (state.roomId !== roomId || !timeline.focusEvent(eventId)) {
+    if (state.roomId !== roomId) await openRoom(roomId);
+    while (!timeline.focusEvent(eventId) && state.roomId === roomId) {
+      if (!(await loadOlder())) {
+        roomStatus("That message is no longer in this room's timeline.");
+        return;
+      }
+    }
+  }
+}
+
+const search = new Search({
+  form: $("search"),
+  box: $("search-box"),
+  results: $("search-results"),
+  status: $("search-status"),
+  more: $("search-more"),
+  onOpen: openAt,
+  roomName: (id) => (state.rooms.get(id) || { name: id }).name,
+});
 
 timeline.onAnswerClick = async (id) => {
   const roomId = state.roomId;
