@@ -84,7 +84,7 @@ def start_hub(
     """`agentpost serve --port 0 --log-level warning`, pinned; waits for its listening line.
 
     `launcher` replaces `-m agentpost` (a script taking the same CLI), for what-if runs;
-    hubs sharing a PostgreSQL database share `blobs_dir` and the admin token (DESIGN.md §8).
+    hubs sharing a PostgreSQL database share `blobs_dir` and the admin token (docs/deploy.md).
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir / "hub.log"

@@ -1,4 +1,4 @@
-"""Bench for mail (DESIGN.md §7, issue 6): machines × messages through one bare remote.
+"""Bench for mail (docs/mail.md, issue 6): machines × messages through one bare remote.
 
 Prints one JSON report: full sync time per machine (p50/p99/max, CLI wall time and
 in-process), git objects created per message, and how a sync's cost depends on pending

@@ -1,5 +1,5 @@
 """Fixtures: real hub processes on free loopback ports, on a real SQLite file or a real
-PostgreSQL database (every hub test runs on both engines; DESIGN.md §8).
+PostgreSQL database (every hub test runs on both engines; docs/deploy.md).
 
 PostgreSQL: `AGENTPOST_TEST_PG_DSN` names a database (`.ci/run` sets one); without it, when
 the PostgreSQL server binaries are on the machine (`initdb`, `pg_ctl`), the suite starts a

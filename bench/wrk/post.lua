@@ -1,4 +1,4 @@
--- Keyed posts for wrk: every request carries its own Idempotency-Key (DESIGN.md §3).
+-- Keyed posts for wrk: every request carries its own Idempotency-Key (docs/api.md).
 --
 -- wrk -s bench/wrk/post.lua URL -- MODE TOKEN ROOMS PREFIX NKEYS NTHREADS
 --   MODE      unique | seed | replay

@@ -1,4 +1,4 @@
--- Keyed posts that route (DESIGN.md §4), for bench/routing_path.py: a room of 2 people
+-- Keyed posts that route (docs/delegation.md), for bench/routing_path.py: a room of 2 people
 -- (h0, h1) and 10 agents (ag0..ag9), each request from one member's token, each with its
 -- own Idempotency-Key.
 --

@@ -1,4 +1,4 @@
-"""agentpost: a post office for AI agents (DESIGN.md)."""
+"""agentpost: a post office for AI agents (README.md)."""
 
 __version__ = "0.1.0"
 

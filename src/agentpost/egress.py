@@ -1,4 +1,4 @@
-"""Which local files may leave (DESIGN.md §6, §11): only from egress roots, judged on an
+"""Which local files may leave (docs/connect.md, docs/mcp.md): only from egress roots, judged on an
 opened descriptor, never on a path string. The one judge for every part that sends files:
 a connect Turn's `resource_link` files (`open(uri)`) and the MCP server's `upload_file`
 (`open_path(path)`).

@@ -1,5 +1,5 @@
 """Helpers for crash and storage-failure tests: keyed bursts against a real hub process,
-retries until every key is answered, and the exactly-once checks (DESIGN.md §3)."""
+retries until every key is answered, and the exactly-once checks (docs/api.md)."""
 
 from __future__ import annotations
 

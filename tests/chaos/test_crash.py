@@ -1,4 +1,4 @@
-"""Crashes of the hub at named crash points and by SIGKILL (issue 2, DESIGN.md §3):
+"""Crashes of the hub at named crash points and by SIGKILL (issue 2, docs/api.md):
 a crash before commit leaves nothing, after commit the answer is known, and a retry of
 every key ends with each message stored exactly once under a gap-free `seq`."""
 

@@ -1,5 +1,5 @@
 """Slow readers: streams that never read must not make the hub hold their backlog in memory,
-nor slow anyone else's requests (a stream's bytes in flight are bounded, DESIGN.md §3).
+nor slow anyone else's requests (a stream's bytes in flight are bounded, docs/api.md).
 
 The readers are raw sockets with a small receive buffer that send a request and then never
 call `recv`: the hub can write at most a few kernel buffers to each, and everything else it

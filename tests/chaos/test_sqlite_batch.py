@@ -1,4 +1,4 @@
-"""The SQLite writer under a full disk (DESIGN.md §8 group commit): when SQLite rolls a
+"""The SQLite writer under a full disk (docs/deploy.md group commit): when SQLite rolls a
 whole batch back by itself, no job of it is committed behind the caller's back and the
 writer thread lives on. In-process engine on a real tmpfs: the batch layout must be exact."""
 

@@ -1,4 +1,4 @@
-"""Upload temp files and crashes (DESIGN.md §3 Media): a hub killed with SIGKILL mid-upload
+"""Upload temp files and crashes (docs/api.md Media): a hub killed with SIGKILL mid-upload
 leaves a temp file behind, and the next start removes it; a hub starting on a blob dir that
 another, live hub shares never removes that hub's upload in progress."""
 

@@ -1,4 +1,4 @@
-"""`_ag2/deliver` through a real Worker, a real hub and a real ACP agent (DESIGN.md §6):
+"""`_ag2/deliver` through a real Worker, a real hub and a real ACP agent (docs/deliver.md):
 one test per rule and failure case that is built; the agent sends the request and says
 the result back in the room as JSON."""
 

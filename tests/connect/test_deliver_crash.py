@@ -1,4 +1,4 @@
-"""kill -9 of the Worker at each step of a delivery (DESIGN.md §6, §10): after the
+"""kill -9 of the Worker at each step of a delivery (docs/deliver.md, bench/README.md): after the
 first-seen write, after each part. On restart the delivery finishes under its stored key
 and a resend is answered from the ledger: every part is in the room exactly once."""
 

@@ -1,4 +1,4 @@
-"""Egress attacks (DESIGN.md §6): a `resource_link` may only send a regular, singly linked
+"""Egress attacks (docs/connect.md): a `resource_link` may only send a regular, singly linked
 file under a Turn egress root, judged on the opened descriptor. One test per trick, then
 the same tricks end to end through a real Worker: refused with a one-line notice."""
 

@@ -1,4 +1,4 @@
-"""A Worker keeps its agent member online (DESIGN.md §12): its inbox stream and its
+"""A Worker keeps its agent member online (docs/presence.md): its inbox stream and its
 heartbeat; `connect status` shows the Worker's own presence as the hub sees it."""
 
 from __future__ import annotations

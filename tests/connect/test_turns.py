@@ -1,4 +1,4 @@
-"""Turns with the example agent (DESIGN.md §4 "Connector side", §6): reply kinds, files,
+"""Turns with the example agent (docs/delegation.md "Connector side", §6): reply kinds, files,
 cancellation, who gets a Turn, and `connect status`."""
 
 from __future__ import annotations

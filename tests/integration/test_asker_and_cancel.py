@@ -1,5 +1,5 @@
 """A person who asks is told; `/stop` and `POST /v1/rooms/{room}/cancel` reach the room's
-agents; a Worker can read who owns a member (DESIGN.md §4, §6). Real hub, both engines."""
+agents; a Worker can read who owns a member (docs/delegation.md, docs/connect.md). Real hub, both engines."""
 
 from __future__ import annotations
 

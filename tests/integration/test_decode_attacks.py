@@ -1,4 +1,4 @@
-"""Attacks on the decode path (DESIGN.md §3): deep nesting, malformed HTTP, refusals of every
+"""Attacks on the decode path (docs/api.md): deep nesting, malformed HTTP, refusals of every
 kind. Each gets a clear JSON error, stores nothing, and leaves a healthy keep-alive
 connection open for the client's next, valid request."""
 

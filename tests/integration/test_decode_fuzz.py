@@ -1,7 +1,7 @@
 """Property: whatever body a client sends to the post routes — nested, huge, unicode-edge,
 wrongly typed, not JSON at all, a multipart body torn anywhere — the hub answers without a
 5xx, on the same keep-alive connection, and a 4xx stores nothing: no event, no media, the
-key unused (DESIGN.md §3)."""
+key unused (docs/api.md)."""
 
 from __future__ import annotations
 

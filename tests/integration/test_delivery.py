@@ -1,4 +1,4 @@
-"""Delivery state (DESIGN.md §12): queued → read (handed out by poll or stream) → acked
+"""Delivery state (docs/delivery.md): queued → read (handed out by poll or stream) → acked
 (cursor), receipts of a delegation and answers to a person; only participants are told.
 Human `hana`, agents `a`, `b`; `olga` is in the workspace but not in the room."""
 

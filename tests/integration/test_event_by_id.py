@@ -1,5 +1,5 @@
 """`GET /v1/events/{event}`: one event for a participant of its room; everyone else gets the
-same 404 as for an id that does not exist (DESIGN.md §3)."""
+same 404 as for an id that does not exist (docs/api.md)."""
 
 from __future__ import annotations
 

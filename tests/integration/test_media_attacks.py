@@ -1,4 +1,4 @@
-"""Attacks on uploads and downloads (DESIGN.md §3 Media): bodies cut short, hostile part
+"""Attacks on uploads and downloads (docs/api.md Media): bodies cut short, hostile part
 headers, stored types that predate the checks, active content. A refusal stores nothing
 (no media row, no blob, no event) and leaves the key unused; a download never breaks and
 never runs in the hub's origin."""

@@ -1,5 +1,5 @@
 """Many hub processes, one PostgreSQL database: one key, one event, whichever process a
-retry lands on; streams see every process's events (DESIGN.md §8)."""
+retry lands on; streams see every process's events (docs/deploy.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`/openapi.json` is the real API: every route is in it, and schemathesis, fuzzing a real hub
 process with real tokens, finds no 5xx, no undocumented status, body, header or content type
-(DESIGN.md §3)."""
+(docs/api.md)."""
 
 from __future__ import annotations
 
@@ -176,3 +176,9 @@ def test_inbox_wait_is_parsed_and_capped(setup: Setup) -> None:
             assert r.json()["error"]["code"] == "invalid_request"
         r = carol.get("/v1/inbox", params={"wait": "0.1"})
         assert r.status_code == 200
+
+
+def test_the_document_cites_this_repositorys_docs_only() -> None:
+    text = json.dumps(document())
+    assert "DESIGN.md" not in text  # not in this repository
+    assert "docs/api.md" in text

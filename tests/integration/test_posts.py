@@ -1,4 +1,4 @@
-"""Posting and the idempotency rules of DESIGN.md §3, against a real hub process."""
+"""Posting and the idempotency rules of docs/api.md, against a real hub process."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Presence (DESIGN.md §12): who is in the workspace and who is online, kept in memory on
+"""Presence (docs/presence.md): who is in the workspace and who is online, kept in memory on
 each hub process and flushed to the store every few seconds; an open stream keeps its
 member online; "last seen" survives a restart, and a kill -9 loses at most a few seconds.
 Humans alice, carol; agents bot, helper (owner alice)."""

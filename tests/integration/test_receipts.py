@@ -1,4 +1,4 @@
-"""Delegation receipts (DESIGN.md §4): the delegator hears back once, deterministically.
+"""Delegation receipts (docs/delegation.md): the delegator hears back once, deterministically.
 Agents `a` (delegator), `b` (delegate), `c` (third agent); human `hana`."""
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def test_receipt_to_an_unmarked_event_is_a_plain_message(room: Room) -> None:
 def test_reply_to_a_missing_event_is_refused_never_posted(
     room: Room, missing: str, kind: str | None
 ) -> None:
-    """Never answered "ok": a receipt (or any reply) to no event is a 400 (DESIGN.md §4)."""
+    """Never answered "ok": a receipt (or any reply) to no event is a 400 (docs/delegation.md)."""
     before = room.events("hana")
     body = {"in_reply_to": missing, **({"reply_kind": kind} if kind else {})}
     r = room.post("b", "done", **body)

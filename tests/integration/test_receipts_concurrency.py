@@ -1,4 +1,4 @@
-"""Receipts under real concurrency (DESIGN.md §4): the claim on (E1, replier) holds with
+"""Receipts under real concurrency (docs/delegation.md): the claim on (E1, replier) holds with
 many simultaneous receipts — on SQLite with one hub, on PostgreSQL with two hub processes
 taking the receipts at once (the row lock on E1 across processes)."""
 

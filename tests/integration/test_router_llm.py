@@ -1,4 +1,4 @@
-"""The `llm` router policy against a local fake OpenAI-compatible endpoint (DESIGN.md §4):
+"""The `llm` router policy against a local fake OpenAI-compatible endpoint (docs/delegation.md):
 the model picks a live candidate or `stop`; anything else, or a timeout, is `stop`."""
 
 from __future__ import annotations

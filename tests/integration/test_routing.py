@@ -1,4 +1,4 @@
-"""Routing (DESIGN.md §4): gates, mentions, modes, router policies, sensitive filter.
+"""Routing (docs/delegation.md): gates, mentions, modes, router policies, sensitive filter.
 Each test names the case and asserts who is woken (`targets`, inboxes) and what is stored."""
 
 from __future__ import annotations

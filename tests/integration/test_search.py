@@ -1,4 +1,4 @@
-"""Search (DESIGN.md §12) on both engines: only the caller's rooms, newest first, paged by
+"""Search (docs/search.md) on both engines: only the caller's rooms, newest first, paged by
 `before`, highlights as offsets, a safe query syntax whose errors are 400
 `search_query_invalid`, and the index filled for events from before the migration.
 

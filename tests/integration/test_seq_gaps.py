@@ -1,4 +1,4 @@
-"""A room's seqs stay gap-free under every refusal of a keyed post (DESIGN.md §2, §3): the
+"""A room's seqs stay gap-free under every refusal of a keyed post (docs/api.md): the
 ones that roll back with the job and the ones that are themselves recorded under the key
 (a room policy's `command_rejected`), alone or mixed into one group-commit batch."""
 

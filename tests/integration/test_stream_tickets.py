@@ -1,4 +1,4 @@
-"""Stream tickets (DESIGN.md §9, docs/api.md): a browser opens one room's stream without a
+"""Stream tickets (docs/web.md, docs/api.md): a browser opens one room's stream without a
 token in its URL. A ticket opens that stream only, expires quickly, and stops working when
 its member is removed or leaves the room."""
 

@@ -1,4 +1,4 @@
-"""The real `agentpost thread` CLI against real hub processes (DESIGN.md §5): one message
+"""The real `agentpost thread` CLI against real hub processes (docs/threads.md): one message
 per key from separate processes, six concurrent ensures make one thread, and every failure
 of the issue maps to its code, its exit status, and a key that no failure spent unsent."""
 

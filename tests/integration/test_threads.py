@@ -1,4 +1,4 @@
-"""Threads on a real hub (DESIGN.md §5): the one thread per owner and name, made once even
+"""Threads on a real hub (docs/threads.md): the one thread per owner and name, made once even
 when asked at once (also from two hub processes on one PostgreSQL database); a key's send
 state; a delivered key still replayed after its thread was archived; the Python client."""
 

@@ -1,7 +1,7 @@
 """Real git for mail tests: a bare remote in a temp dir and clones acting as machines.
 
 Every clone runs the real CLI (`python -m agentpost mail …`) in a subprocess with its
-own AGENTPOST_MACHINE, so two clones are two machines (DESIGN.md §7).
+own AGENTPOST_MACHINE, so two clones are two machines (docs/mail.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a receiver checks itself, whatever the sender's software did (DESIGN.md §7):
+"""What a receiver checks itself, whatever the sender's software did (docs/mail.md):
 the time window, the body cap, and an id offered twice in one outbox."""
 
 from __future__ import annotations

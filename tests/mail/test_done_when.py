@@ -1,4 +1,4 @@
-"""Issue "Done when": two clones of one bare remote, real git, the real CLI (DESIGN.md §7)."""
+"""Issue "Done when": two clones of one bare remote, real git, the real CLI (docs/mail.md)."""
 
 from __future__ import annotations
 

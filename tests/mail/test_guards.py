@@ -1,4 +1,4 @@
-"""Guards for the classes of bug behind the hardening fixes (DESIGN.md §7), by property:
+"""Guards for the classes of bug behind the hardening fixes (docs/mail.md), by property:
 
 - nothing in the inbox, dedup or acks is keyed by the bare envelope id;
 - a receiver's time window holds for any `sent_at`;

@@ -1,4 +1,4 @@
-"""Hooks: silent on unused clones, throttled prompts, republishing stop (DESIGN.md §7)."""
+"""Hooks: silent on unused clones, throttled prompts, republishing stop (docs/mail.md)."""
 
 from __future__ import annotations
 

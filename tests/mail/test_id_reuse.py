@@ -1,4 +1,4 @@
-"""Envelope-id reuse: dedup, inbox and acks are keyed by (sender machine, id) (DESIGN.md §7).
+"""Envelope-id reuse: dedup, inbox and acks are keyed by (sender machine, id) (docs/mail.md).
 
 Any machine on the remote can copy another's envelope id into its own, validly signed
 note. Neither note may suppress the other, and only the recipient's ack of *this*

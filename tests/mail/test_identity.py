@@ -1,4 +1,4 @@
-"""A clone is one machine: its name is remembered at first use (DESIGN.md §7).
+"""A clone is one machine: its name is remembered at first use (docs/mail.md).
 
 A shell that forgets AGENTPOST_MACHINE, a renamed host, a copied clone: each is refused
 loudly, with the command that renames on purpose, instead of publishing a second

@@ -1,4 +1,4 @@
-"""The acceptance rules for one envelope, in order (DESIGN.md §7), without git."""
+"""The acceptance rules for one envelope, in order (docs/mail.md), without git."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The machine key: made once, kept private, fails closed when damaged (DESIGN.md §7)."""
+"""The machine key: made once, kept private, fails closed when damaged (docs/mail.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A hole in the mail log stops every command until `mail repair` (DESIGN.md §7: fail closed).
+"""A hole in the mail log stops every command until `mail repair` (docs/mail.md: fail closed).
 
 Skipping an unreadable line in the middle of the log could drop a sent note from the
 outbox, and the next publish would then withdraw it from the remote unseen.

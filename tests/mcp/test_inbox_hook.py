@@ -1,6 +1,6 @@
 """`agentpost inbox hook session-start|prompt|stop`: a new wake-up is printed once, prompts
 ask the hub at most every 30 s, the hub cursor moves only with --ack, and the hook always
-exits 0 (DESIGN.md §11)."""
+exits 0 (docs/mcp.md)."""
 
 from __future__ import annotations
 

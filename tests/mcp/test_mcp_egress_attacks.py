@@ -1,5 +1,5 @@
 """upload_file sends only regular single-link files inside --allow-root, reached without
-symlinks or `..`, judged on the opened descriptor (agentpost/egress.py; DESIGN.md §6, §11).
+symlinks or `..`, judged on the opened descriptor (agentpost/egress.py; docs/connect.md, docs/mcp.md).
 One threat per case; every refusal uploads nothing."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Failures are tool errors with a stable code, a message and `retryable`; the server itself
-never goes down for bad input (DESIGN.md §11)."""
+never goes down for bad input (docs/mcp.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every MCP tool, through the SDK's stdio client, against a real hub (DESIGN.md §11)."""
+"""Every MCP tool, through the SDK's stdio client, against a real hub (docs/mcp.md)."""
 
 from __future__ import annotations
 

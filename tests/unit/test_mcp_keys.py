@@ -1,4 +1,4 @@
-"""Derived keys of the MCP posting tools (agentpost/mcp/keys.py, DESIGN.md §11)."""
+"""Derived keys of the MCP posting tools (agentpost/mcp/keys.py, docs/mcp.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The command id of a thread send (DESIGN.md §5): one key names one message per
+"""The command id of a thread send (docs/threads.md): one key names one message per
 (thread, sender, acting_for), and nothing else."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Browser fixtures: Debian's Chromium, headless, driven by Playwright against a real hub
-process (DESIGN.md §9). A fresh browser context per test: its own sessionStorage."""
+process (docs/web.md). A fresh browser context per test: its own sessionStorage."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The web page in headless Chromium against a real hub (DESIGN.md §9): signing in, rooms,
+"""The web page in headless Chromium against a real hub (docs/web.md): signing in, rooms,
 the live timeline, the composer, uploads, receipts, refusals, reloads, a narrow screen."""
 
 from __future__ import annotations

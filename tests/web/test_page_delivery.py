@@ -1,4 +1,4 @@
-"""The page keeps the promise (DESIGN.md §9): an answer lost on the way back, then Send
+"""The page keeps the promise (docs/web.md): an answer lost on the way back, then Send
 again, is one event; a stream cut by a hub crash resumes with no gap and no duplicate; the
 hub's refusals are shown as plain lines and post nothing."""
 

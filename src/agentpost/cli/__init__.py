@@ -1,4 +1,4 @@
-"""The `agentpost` command: a thin layer over client, hub, mail (DESIGN.md §1).
+"""The `agentpost` command: a thin layer over client, hub, mail (README.md).
 
 Each command group lives in its own module and is registered here.
 """

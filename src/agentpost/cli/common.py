@@ -3,7 +3,7 @@
 Exit codes: 0 done; 1 a final refusal (sending again won't help), a configuration mistake
 included (`not_configured`: no token, a hub URL that is no URL); 2 a command line click
 cannot parse (`usage_error`); 3 the hub is unreachable; 75 another retryable failure
-(EX_TEMPFAIL) — DESIGN.md §5. With `--json` every error is one JSON object on stdout.
+(EX_TEMPFAIL) — docs/threads.md. With `--json` every error is one JSON object on stdout.
 
 Human output is never wrapped (ids stay whole), and is plain lines when stdout is not a
 terminal.

@@ -1,4 +1,4 @@
-"""`agentpost connect`: run a Worker for one agent member; `connect status` (DESIGN.md §6)."""
+"""`agentpost connect`: run a Worker for one agent member; `connect status` (docs/connect.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`agentpost db migrate`: apply the schema migrations explicitly (DESIGN.md §8)."""
+"""`agentpost db migrate`: apply the schema migrations explicitly (docs/deploy.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`agentpost inbox hook session-start|prompt|stop`: a coding agent's hooks show its new
-hub wake-ups (DESIGN.md §11: an MCP notification never starts a turn in an idle agent).
+hub wake-ups (docs/mcp.md: an MCP notification never starts a turn in an idle agent).
 
 Each wake-up is printed once: what was shown is remembered in a small state file per
 (hub, token) under `$XDG_STATE_HOME/agentpost/inbox-hook/` (0600), and the hub's inbox

@@ -1,4 +1,4 @@
-"""`agentpost mail …` (DESIGN.md §7): thin commands over `agentpost.mail`.
+"""`agentpost mail …` (docs/mail.md): thin commands over `agentpost.mail`.
 
 With `--json` a command prints exactly the §7 shape on stdout, or
 `{"error": {"code", "message"}}` and a non-zero exit; without it, short human text.

@@ -1,5 +1,5 @@
 """`agentpost members`: who is in your workspace, their kind, owner and status, and who is
-online or when the hub last saw them (DESIGN.md §12)."""
+online or when the hub last saw them (docs/presence.md)."""
 
 from __future__ import annotations
 

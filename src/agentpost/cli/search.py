@@ -1,5 +1,5 @@
 """`agentpost search QUERY`: find events in the rooms you take part in, newest first
-(DESIGN.md §12)."""
+(docs/delivery.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`agentpost serve` (DESIGN.md §3 Starting)."""
+"""`agentpost serve` (docs/api.md Starting)."""
 
 from __future__ import annotations
 

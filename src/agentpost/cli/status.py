@@ -1,5 +1,5 @@
 """`agentpost status EVENT_ID`: an event's delivery state, and waiting until every target
-acked it or every agent it asked replied (DESIGN.md §12)."""
+acked it or every agent it asked replied (docs/delivery.md)."""
 
 from __future__ import annotations
 

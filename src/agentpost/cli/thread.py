@@ -1,4 +1,4 @@
-"""`agentpost thread ensure|archive|unarchive|send` (DESIGN.md §5).
+"""`agentpost thread ensure|archive|unarchive|send` (docs/threads.md).
 
 A thin layer over the client's thread calls: it reads the message, prints §5's JSON and
 exits 0, 1 (final), 3 (hub unreachable) or 75 (retry later) through `common.hub_errors`.

@@ -201,7 +201,7 @@ class AsyncHubClient:
         return msgspec.convert(resp.json(), InboxPage)
 
     async def delivery(self, event_id: str) -> dict[str, Any]:
-        """Who got `event_id`, read it, acked it, answered it (DESIGN.md §12)."""
+        """Who got `event_id`, read it, acked it, answered it (docs/delivery.md)."""
         resp = await self.request("GET", f"/v1/events/{quote(event_id, safe='')}/delivery")
         data: dict[str, Any] = resp.json()["delivery"]
         return data
@@ -420,7 +420,7 @@ class AsyncHubClient:
         resp = await self.request("POST", f"/v1/rooms/{room_id}/{action}")
         return msgspec.convert(resp.json()["room"], Room)
 
-    # -- threads (DESIGN.md §5; the rules and codes are in client/threads.py) ---------
+    # -- threads (docs/threads.md; the rules and codes are in client/threads.py) ---------
 
     async def ensure_thread(self, workspace: str, name: str, owner: str | None = None) -> Thread:
         """Make or return the thread `name` of `owner` (default: you); one even when asked

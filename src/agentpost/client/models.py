@@ -1,4 +1,4 @@
-"""Typed results of the hub client (mirrors of the hub's wire shapes, DESIGN.md §3)."""
+"""Typed results of the hub client (mirrors of the hub's wire shapes, docs/api.md)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class Member(msgspec.Struct):
 
 
 class SeenMember(Member):
-    """A member with their presence (DESIGN.md §12): `online` when the hub saw them in the
+    """A member with their presence (docs/presence.md): `online` when the hub saw them in the
     last 60 s, `last_seen` (RFC 3339) or None when never seen."""
 
     online: bool = False
@@ -103,7 +103,7 @@ class InboxPage(msgspec.Struct):
 
 
 class Thread(msgspec.Struct):
-    """The one thread `name` of `owner` (DESIGN.md §5); `created` when this call made it."""
+    """The one thread `name` of `owner` (docs/threads.md); `created` when this call made it."""
 
     thread_id: str
     workspace: str

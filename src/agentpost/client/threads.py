@@ -1,4 +1,4 @@
-"""Threads in the client (DESIGN.md §5): ensure, archive, send with a key, send state.
+"""Threads in the client (docs/threads.md): ensure, archive, send with a key, send state.
 
 A thread send ends in a `ThreadSend` or raises a `HubError` whose `code` is one of §5's
 (`SEND_CODES`): final ones (`HubRefused`, sending the same command again never helps) and

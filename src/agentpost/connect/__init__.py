@@ -1,4 +1,4 @@
-"""connect: put ACP agents in rooms — the Worker, Sessions and Turns (DESIGN.md §6).
+"""connect: put ACP agents in rooms — the Worker, Sessions and Turns (docs/connect.md).
 
 The ACP SDK is imported only by `connect/acp.py`, and only when an agent is spawned.
 """

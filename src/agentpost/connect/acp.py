@@ -1,7 +1,7 @@
 """The one seam to the ACP SDK (agent-client-protocol 0.12.x): spawn an agent, keep one
 standing JSON-RPC connection to it over stdio, and speak our glossary to the Worker.
 
-What this module owns, because the SDK does not (DESIGN.md §6):
+What this module owns, because the SDK does not (docs/connect.md):
 - the agent's environment is the Worker's minus the hub credentials (the SDK's spawn
   helper would pass only HOME/LOGNAME/PATH/SHELL/TERM/USER);
 - the agent's stderr is drained (an unread pipe blocks the agent at ~64 KB), keeping a tail;
@@ -211,7 +211,7 @@ class _Client:
 
 
 class AgentConnection:
-    """One spawned agent process and its standing ACP connection (DESIGN.md §6)."""
+    """One spawned agent process and its standing ACP connection (docs/connect.md)."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""The agent process under the Worker (DESIGN.md §6): one standing connection, restarted
+"""The agent process under the Worker (docs/connect.md): one standing connection, restarted
 with backoff when it exits, and one ACP session per Session key, made lazily.
 
 Every `session/update` is handed to the Turn that owns its session; every request the

@@ -1,4 +1,4 @@
-"""Bindings (DESIGN.md §6 "Bindings"): `<worker_id>.<random>`, one per Session key, each
+"""Bindings (docs/connect.md "Bindings"): `<worker_id>.<random>`, one per Session key, each
 with its own export folder `<workspace>/export/<binding>/` (0700, made before use).
 Owner bindings live 30 days after the room's last Turn, collaborator ones 24 h after that
 sender's last Turn; each Turn renews the same binding and folder. A binding is a

@@ -1,4 +1,4 @@
-"""Declaring `_ag2/deliver` (DESIGN.md §6 "Declaring", "Ledger"): the worker id under the
+"""Declaring `_ag2/deliver` (docs/deliver.md "Declaring", "Ledger"): the worker id under the
 never-re-mint rule, and whether delivery is enabled — the hub's capabilities probe, the
 ledger, the egress roots apart from `<workspace>/export/` — with the one reason it is not.
 """

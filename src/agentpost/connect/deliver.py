@@ -1,4 +1,4 @@
-"""`_ag2/deliver` (DESIGN.md §6 "The request", "Rules"): every outcome of a delivery is
+"""`_ag2/deliver` (docs/deliver.md "The request", "Rules"): every outcome of a delivery is
 decided here, from the named constants below, rule by rule in the design's order.
 
 (1) ledger first: a known id answers from the ledger, or continues under its stored worker

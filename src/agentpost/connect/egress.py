@@ -1,4 +1,4 @@
-"""The Turn egress judge (DESIGN.md §6) is the shared one in `agentpost/egress.py`: one
+"""The Turn egress judge (docs/connect.md) is the shared one in `agentpost/egress.py`: one
 decision, one place, for connect's `resource_link` files and the MCP server's uploads."""
 
 from agentpost.egress import CODES, EgressRefused, EgressRoots, OpenedFile

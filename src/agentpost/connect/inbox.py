@@ -1,4 +1,4 @@
-"""Following the agent member's inbox (DESIGN.md §6 "Turns"): the SSE stream with a
+"""Following the agent member's inbox (docs/connect.md "Turns"): the SSE stream with a
 long-poll fallback, and the acknowledged cursor, which only passes wake-ups that are all
 done (a wake-up is done once its reply is posted or it is decided that it gets no Turn).
 """

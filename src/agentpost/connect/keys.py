@@ -1,4 +1,4 @@
-"""Keys the Worker posts with (DESIGN.md §6): sha256 over the RFC 8785 form of a JSON
+"""Keys the Worker posts with (docs/connect.md): sha256 over the RFC 8785 form of a JSON
 array, so a Worker restarted mid-Turn posts the reply once and no two parts collide."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The delivery ledger (DESIGN.md §6 "Ledger"): `<workspace>/deliveries.sqlite3`, WAL,
+"""The delivery ledger (docs/deliver.md "Ledger"): `<workspace>/deliveries.sqlite3`, WAL,
 synchronous FULL, one writer per workspace (the Worker holds `worker.lock`).
 
 Each entry: id, binding, room, worker id, per-part state (event ids), first-seen, result.

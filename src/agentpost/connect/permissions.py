@@ -1,4 +1,4 @@
-"""`session/request_permission` (DESIGN.md §6): rejected unless allowed, chosen by the
+"""`session/request_permission` (docs/connect.md): rejected unless allowed, chosen by the
 option's `kind` (never by its id, which agents change between releases); every decision
 is logged."""
 

@@ -1,4 +1,4 @@
-"""Posting what a Turn produced (DESIGN.md §6): files first (each a keyed media event from
+"""Posting what a Turn produced (docs/connect.md): files first (each a keyed media event from
 an opened descriptor), a one-line notice naming refused files, then the reply text under
 the Turn key. A retryable failure (hub down, 5xx, 409 running) is retried with the same
 key until the hub answers; a final refusal is logged and ends the attempt.

@@ -1,4 +1,4 @@
-"""Running Turns (DESIGN.md §6 "Turns"): a wake-up's Turn in its Session — its reply posted
+"""Running Turns (docs/connect.md "Turns"): a wake-up's Turn in its Session — its reply posted
 once under the Turn key (looked up first, so a restarted Worker does not run it again), the
 prompt with the trigger's files, the Turn timeout and `/stop`, and the recent Turns that
 `connect status` shows.

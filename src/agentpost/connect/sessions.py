@@ -1,4 +1,4 @@
-"""Who gets a Turn, and in which Session (DESIGN.md §6).
+"""Who gets a Turn, and in which Session (docs/connect.md).
 
 A wake-up in room R from sender S maps to a Session key: (R, owner) for the agent's
 owner; (R, S) for a collaborator — a name listed with `--collaborator` or in

@@ -1,5 +1,4 @@
-"""A Turn: one prompt to the agent for one wake-up, and the reply it becomes (DESIGN.md
-§4 "Connector side", §6 "Turns").
+"""A Turn: one prompt to the agent for one wake-up, and the reply it becomes (docs/connect.md).
 
 The Worker collects the Turn's agent message text and `resource_link` files in wire order,
 then maps how the Turn ended to the reply's `reply_kind` — stamped only when the trigger

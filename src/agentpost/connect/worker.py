@@ -1,4 +1,4 @@
-"""The Worker (DESIGN.md §6): one agent member on the hub, one spawned ACP agent.
+"""The Worker (docs/connect.md): one agent member on the hub, one spawned ACP agent.
 
 It follows the member's inbox (`connect/inbox.py`), turns each wake-up into a Turn of the
 Session its sender maps to (`connect/runner.py`), and answers the agent's `_ag2/deliver`
@@ -36,7 +36,7 @@ __all__ = ["CRASH_ENV", "Worker", "WorkerConfig", "crash_point", "run_worker"]
 log = logging.getLogger("agentpost.connect.worker")
 
 STOP = "/stop"
-# The Worker's heartbeat (DESIGN.md §12): it asks the hub how it sees this member this
+# The Worker's heartbeat (docs/delivery.md): it asks the hub how it sees this member this
 # often. The request itself stamps the member as seen (its inbox stream does too), and the
 # answer is what `connect status` shows as the Worker's presence.
 HEARTBEAT_ENV = "AGENTPOST_CONNECT_HEARTBEAT"
@@ -167,7 +167,7 @@ class Worker:
         await self.client.aclose()
         return code
 
-    # -- deferred delivery: declaring (DESIGN.md §6 "Declaring", "Ledger") ------------
+    # -- deferred delivery: declaring (docs/deliver.md "Declaring", "Ledger") ------------
 
     def _declare(self, caps: dict[str, Any], max_upload: int, id_problem: str | None) -> None:
         root = self.workspace.root

@@ -1,4 +1,4 @@
-"""The Worker's workspace folder (DESIGN.md §6): `worker-id`, `worker.lock`, the status
+"""The Worker's workspace folder (docs/connect.md): `worker-id`, `worker.lock`, the status
 file `connect status` reads, and where a trigger's attachments are saved for the agent.
 
 Durable means fsync'd: small files are replaced atomically (temp → fsync → rename → fsync

@@ -1,1 +1,1 @@
-"""Pure logic with no I/O: ids, canonical JSON, errors, clocks (DESIGN.md §1)."""
+"""Pure logic with no I/O: ids, canonical JSON, errors, clocks (README.md)."""

@@ -16,7 +16,7 @@ from enum import StrEnum
 
 
 class Code(StrEnum):
-    """Stable error codes of the hub API (DESIGN.md §3)."""
+    """Stable error codes of the hub API (docs/api.md)."""
 
     INVALID_JSON = "invalid_json"
     INVALID_REQUEST = "invalid_request"

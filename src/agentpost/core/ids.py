@@ -8,7 +8,7 @@ import re
 import secrets
 import time
 
-# A room post's Idempotency-Key as the hub takes it (DESIGN.md §3): it travels in a header.
+# A room post's Idempotency-Key as the hub takes it (docs/api.md): it travels in a header.
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 IDEMPOTENCY_KEY_RULE = "1-255 visible ASCII characters (no spaces, no accents)"
 
@@ -27,7 +27,7 @@ def ulid(now_ms: int | None = None) -> str:
 
 
 def new_id(prefix: str) -> str:
-    """`<prefix>_<ULID>`, e.g. `ev_01J…` for events (DESIGN.md §2)."""
+    """`<prefix>_<ULID>`, e.g. `ev_01J…` for events (docs/api.md)."""
     return f"{prefix}_{ulid()}"
 
 

@@ -1,7 +1,7 @@
 """Canonical JSON (RFC 8785, JCS) and the digests built on it.
 
 Every fingerprint and every derived key in agentpost hashes the JCS form, so two
-equal JSON values always give the same digest (DESIGN.md §3, §5, §6, §7).
+equal JSON values always give the same digest (docs/api.md, docs/threads.md, docs/connect.md, docs/mail.md).
 """
 
 from __future__ import annotations

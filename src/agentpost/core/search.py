@@ -1,4 +1,4 @@
-"""The search query a person types, and where it matched (DESIGN.md §12).
+"""The search query a person types, and where it matched (docs/search.md).
 
 One safe syntax for every engine: words (all must match), "exact phrases", `word*` for a
 prefix, `-word` or `-"phrase"` to exclude. Everything else is text: no operator, column

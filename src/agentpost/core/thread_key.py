@@ -1,4 +1,4 @@
-"""The command id of a thread send (DESIGN.md §5): a caller's key bound to its thread, its
+"""The command id of a thread send (docs/threads.md): a caller's key bound to its thread, its
 sender and whom the sender acts for, so the same key names one message everywhere — in every
 process and after every restart — and never a message of another thread or sender.
 """
@@ -17,7 +17,7 @@ class InvalidKey(ValueError):
 
 
 def check_key(key: str) -> str:
-    """The key if it can name a command: 1-255 bytes of UTF-8 (DESIGN.md §3's bound)."""
+    """The key if it can name a command: 1-255 bytes of UTF-8 (docs/api.md's bound)."""
     try:
         size = len(key.encode("utf-8"))
     except UnicodeEncodeError:

@@ -1,5 +1,5 @@
 """The hub's ASGI application: routes, error mapping, and the lifespan that opens the
-store, writes the admin token and runs the key sweep (DESIGN.md §3)."""
+store, writes the admin token and runs the key sweep (docs/api.md)."""
 
 from __future__ import annotations
 

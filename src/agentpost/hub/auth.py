@@ -1,6 +1,6 @@
 """Who is asking: member tokens (hashed lookups, every request) and the admin token.
 
-No token cache: a removed member is refused on its very next request (DESIGN.md §2).
+No token cache: a removed member is refused on its very next request (docs/api.md).
 Every member let through is stamped as seen (presence, §12): in memory, never a write.
 """
 
@@ -109,6 +109,6 @@ def still_active(db: Db, who: Member) -> None:
 
 
 def removed(name: str, kind: str) -> AuthError:
-    """The refusal of a member removed from the workspace (soft or hard), DESIGN.md §4."""
+    """The refusal of a member removed from the workspace (soft or hard), docs/delegation.md."""
     code = Code.AGENT_REMOVED if kind == "agent" else Code.MEMBER_REMOVED
     return AuthError(code, f"member {name!r} was removed from the workspace")

@@ -1,5 +1,5 @@
 """Media bytes: streamed to a temp file while hashing and counting, size-capped, then
-renamed into the content-addressed store `<blobs>/<aa>/<sha256>` (DESIGN.md §3 Media).
+renamed into the content-addressed store `<blobs>/<aa>/<sha256>` (docs/api.md Media).
 
 The blob is durable (fsync'd file and directory) before the row that names it commits.
 A disk that is full or read-only is `StorageUnavailable` (503), and no temp file is left;

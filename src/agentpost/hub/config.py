@@ -1,4 +1,4 @@
-"""Hub settings from flags and the environment (DESIGN.md §3 "Starting")."""
+"""Hub settings from flags and the environment (docs/api.md "Starting")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Delivery state of one event (DESIGN.md §12): per target `queued` (inbox row),
+"""Delivery state of one event (docs/delivery.md): per target `queued` (inbox row),
 `read` (handed to their client by poll or stream) or `acked` (their cursor passed it), and
 for a delegation each delegate's receipt (`replied` with its kind, or `pending`).
 

@@ -1,4 +1,4 @@
-"""Every idempotency decision of the hub (DESIGN.md §3), in one place.
+"""Every idempotency decision of the hub (docs/api.md), in one place.
 
 - Keys are 1–255 visible ASCII characters, scoped per member.
 - The fingerprint is sha256 over JCS of {route, room, normalized body}.

@@ -1,4 +1,4 @@
-"""Media types of uploads (DESIGN.md §3 Media): what is accepted at upload, and how the
+"""Media types of uploads (docs/api.md Media): what is accepted at upload, and how the
 bytes are served back, so that a stored type can never break or script a download.
 
 - At upload a part's `Content-Type` must be a media type as HTTP writes it (RFC 9110
@@ -28,7 +28,7 @@ _QUOTED = r'"(?:[\t !#-\[\]-~]|\\[\t -~])*"'
 _PARAM = re.compile(rf"[ \t]*;[ \t]*({_TOKEN})=({_TOKEN}|{_QUOTED})")
 _TYPE = re.compile(rf"({_TOKEN})/({_TOKEN})")
 
-# Headers every media download carries (DESIGN.md §3 Media).
+# Headers every media download carries (docs/api.md Media).
 DOWNLOAD_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Content-Security-Policy": "default-src 'none'; sandbox",

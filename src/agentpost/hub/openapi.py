@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 document of the hub API (DESIGN.md §3), served at `/openapi.json`.
+"""The OpenAPI 3.1 document of the hub API (docs/api.md), served at `/openapi.json`.
 
 Request bodies are the JSON Schemas of the very msgspec Structs the routes decode, and error
 statuses come from the one code→status map in `hub/errors.py`, so neither can drift; every
@@ -62,7 +62,7 @@ class MemberReply(msgspec.Struct):
 
 
 class PresenceList(msgspec.Struct):
-    """The members of a workspace with their presence (DESIGN.md §12)."""
+    """The members of a workspace with their presence (docs/presence.md)."""
 
     workspace: str
     members: list[MemberSeen]
@@ -144,7 +144,7 @@ class Capabilities(msgspec.Struct):
 
 
 class SendState(msgspec.Struct):
-    """What the hub recorded for a key (DESIGN.md §5): `response` is the stored answer."""
+    """What the hub recorded for a key (docs/threads.md): `response` is the stored answer."""
 
     key: str
     room: str | None
@@ -215,12 +215,12 @@ _STRUCTS: list[type[msgspec.Struct]] = [
     ErrorBody,
     StreamTicket,
 ]
-_STRUCTS += [ThreadIn, ThreadOut, SendReply]  # threads (DESIGN.md §5)
-_STRUCTS += [CancelIn, MemberReply]  # connect (DESIGN.md §6)
+_STRUCTS += [ThreadIn, ThreadOut, SendReply]  # threads (docs/threads.md)
+_STRUCTS += [CancelIn, MemberReply]  # connect (docs/connect.md)
 _STRUCTS += [MemberList]
-_STRUCTS += [DeliveryReply]  # delivery state (DESIGN.md §12)
-_STRUCTS += [PresenceList]  # presence (DESIGN.md §12)
-_STRUCTS += [SearchReply]  # search (DESIGN.md §12)
+_STRUCTS += [DeliveryReply]  # delivery state (docs/delivery.md)
+_STRUCTS += [PresenceList]  # presence (docs/presence.md)
+_STRUCTS += [SearchReply]  # search (docs/search.md)
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -697,7 +697,7 @@ def _operations() -> dict[str, dict[str, Any]]:
 
 
 def _page_operations() -> dict[str, dict[str, Any]]:
-    """The web page (DESIGN.md §9): not API, but served by the same hub."""
+    """The web page (docs/web.md): not API, but served by the same hub."""
     html = {"content": {"text/html": {"schema": {"type": "string"}}}, "headers": PAGE_HEADERS}
     asset = {
         "content": {
@@ -715,7 +715,7 @@ def _page_operations() -> dict[str, dict[str, Any]]:
 
 
 def _thread_operations() -> dict[str, dict[str, Any]]:
-    """Threads (DESIGN.md §5): ensure the one thread; a key's send state."""
+    """Threads (docs/threads.md): ensure the one thread; a key's send state."""
     ensure = _op(
         "ensure_thread",
         (201, _json("ThreadOut")),
@@ -802,7 +802,7 @@ def _document() -> bytes:
             "title": "agentpost hub",
             "version": __version__,
             "description": "JSON everywhere; errors are "
-            '`{"error": {"code", "message", ...}}` (DESIGN.md §3).',
+            '`{"error": {"code", "message", ...}}` (docs/api.md).',
         },
         "paths": _operations(),
         "components": {

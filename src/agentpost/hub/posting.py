@@ -1,4 +1,4 @@
-"""Making events: the write-transaction half of a post (DESIGN.md §2, §3).
+"""Making events: the write-transaction half of a post (docs/api.md).
 
 Runs inside the store's write transaction: every check here is authoritative, and a
 refusal rolls the whole job back (the key stays unused).

@@ -1,4 +1,4 @@
-"""Presence (DESIGN.md §12): when each member was last seen, and whether they are online.
+"""Presence (docs/presence.md): when each member was last seen, and whether they are online.
 
 A request only sets a dict entry in this process's memory (`seen`); no request writes to
 the store for it. Every `flush_seconds` the entries seen since the last flush are upserted

@@ -1,6 +1,6 @@
 """uvicorn's HTTP/1.1 protocols with the hub's JSON error for a request that cannot even be
 parsed (a control character in a header, a broken request line): 400 `invalid_request` in
-the body every refusal has (DESIGN.md §3), instead of uvicorn's plain text.
+the body every refusal has (docs/api.md), instead of uvicorn's plain text.
 
 Only the answer changes, and only on that path: the parser, the app and keep-alive are
 uvicorn's. Such a request never reached the app, so nothing was done; the connection is

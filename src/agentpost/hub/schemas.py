@@ -1,4 +1,4 @@
-"""Wire shapes of the hub API (DESIGN.md §3), as msgspec Structs.
+"""Wire shapes of the hub API (docs/api.md), as msgspec Structs.
 
 Requests forbid unknown fields so that what is stored is exactly what was compared.
 """
@@ -50,7 +50,7 @@ class RoomIn(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class RoomSettingsIn(msgspec.Struct, forbid_unknown_fields=True):
-    """How a room routes (DESIGN.md §4); only the fields given change."""
+    """How a room routes (docs/delegation.md); only the fields given change."""
 
     mode: Literal["dynamic", "master"] | None = None
     master: Name | None = None
@@ -68,7 +68,7 @@ class MessageIn(msgspec.Struct, forbid_unknown_fields=True):
 
 class CancelIn(msgspec.Struct, forbid_unknown_fields=True):
     """`POST /v1/rooms/{room}/cancel`: stop the running Turn of `agent` (default: every agent
-    of the room), as a person typing `/stop` would (DESIGN.md §6)."""
+    of the room), as a person typing `/stop` would (docs/connect.md)."""
 
     agent: Name | None = None
 
@@ -86,7 +86,7 @@ class Attachment(msgspec.Struct):
 
 
 class Event(msgspec.Struct):
-    """EVENT (DESIGN.md §3); field order is the order served."""
+    """EVENT (docs/api.md); field order is the order served."""
 
     id: str
     room: str
@@ -101,7 +101,7 @@ class Event(msgspec.Struct):
     reply_kind: str | None
     targets: list[str]
     created_at: str
-    route: str = ""  # why `targets` were woken (DESIGN.md §4); more EVENT fields may follow
+    route: str = ""  # why `targets` were woken (docs/delegation.md); more EVENT fields may follow
 
 
 class RoomOut(msgspec.Struct):
@@ -128,7 +128,7 @@ class MemberOut(msgspec.Struct):
 
 
 class MemberSeen(MemberOut):
-    """A member with their presence (DESIGN.md §12): `online` when seen in the last 60 s;
+    """A member with their presence (docs/presence.md): `online` when seen in the last 60 s;
     `last_seen` null when never seen."""
 
     online: bool
@@ -146,7 +146,7 @@ class MediaOut(msgspec.Struct):
 
 
 class ThreadIn(msgspec.Struct, forbid_unknown_fields=True):
-    """`POST /v1/workspaces/{ws}/threads/ensure` (DESIGN.md §5); `owner` defaults to the caller."""
+    """`POST /v1/workspaces/{ws}/threads/ensure` (docs/threads.md); `owner` defaults to the caller."""
 
     name: Name
     owner: Name | None = None
@@ -173,7 +173,7 @@ class SendOut(msgspec.Struct):
 
 
 class TargetState(msgspec.Struct):
-    """One target of an event (DESIGN.md §12): `queued` | `read` | `acked` | `removed`."""
+    """One target of an event (docs/delivery.md): `queued` | `read` | `acked` | `removed`."""
 
     member: str
     state: str

@@ -1,4 +1,4 @@
-"""Search over the rooms a member takes part in (DESIGN.md §12): the query parsed and
+"""Search over the rooms a member takes part in (docs/search.md): the query parsed and
 rebuilt safely (core/search.py), the hits read newest first (store/search.py), each with
 where the query matched its text."""
 

@@ -1,4 +1,4 @@
-"""The one thread (DESIGN.md §5): `ensure` makes or returns the thread `name` of `owner`.
+"""The one thread (docs/threads.md): `ensure` makes or returns the thread `name` of `owner`.
 
 Runs inside the store's write transaction, so every check here is authoritative. The rules:
 - made at most once, also when two hub processes ask at once (`store/threads.py`);

@@ -3,7 +3,7 @@
 A browser's EventSource cannot send `Authorization`, and a member token in a URL would
 outlive the page in logs and history. A ticket names one member, one room and an expiry a
 minute away, and is signed with the stored hash of the token that asked for it; it opens
-only `GET /v1/rooms/{room}/stream` of that room (DESIGN.md §9). Revoking the token, removing
+only `GET /v1/rooms/{room}/stream` of that room (docs/web.md). Revoking the token, removing
 the member or letting the minute pass ends it; no ticket is stored anywhere. A reader of the
 database could forge one, but such a reader sees every event already.
 """

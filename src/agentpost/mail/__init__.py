@@ -1,4 +1,4 @@
-"""mail: notes between agent sessions on different machines, over git refs (DESIGN.md §7).
+"""mail: notes between agent sessions on different machines, over git refs (docs/mail.md).
 
 The public surface is re-exported here; the modules behind it each own one concept
 (refs and git in `git.py`, envelopes and signatures in `envelope.py`, the log in

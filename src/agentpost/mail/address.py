@@ -1,4 +1,4 @@
-"""Addressing: which session a name means (DESIGN.md §7).
+"""Addressing: which session a name means (docs/mail.md).
 
 Local sessions first — a recipient on this machine needs no ref and no push. Then
 other machines' presence (live or stale) and the senders of mail received here, so

@@ -1,4 +1,4 @@
-"""The operations behind `agentpost mail join|send|inbox|outbox|compact|trust` (DESIGN.md §7).
+"""The operations behind `agentpost mail join|send|inbox|outbox|compact|trust` (docs/mail.md).
 
 Each takes the clone's lock for anything it writes, appends to the log before it
 acts, and returns a plain result the CLI prints. Sync and the hooks live in
@@ -128,7 +128,7 @@ def send(
         name, on = parse_recipient(to_name)
         target = resolve(name, instance_id, ctx.machine, state, view, on)
         if target is None and on != ctx.machine:
-            # Not known here yet: fetch presence once, then decide (DESIGN.md §7).
+            # Not known here yet: fetch presence once, then decide (docs/mail.md).
             ctx.git.fetch(ctx.remote)
             view = read_view(ctx.git, ctx.remote)
             target = resolve(name, instance_id, ctx.machine, state, view, on)
@@ -154,7 +154,7 @@ def send(
             published = publish(ctx, state, view, now).published
         except MailError as exc:
             # The note is in the log, so it is sent: queued, never an error that would
-            # invite the caller to send it a second time (DESIGN.md §7).
+            # invite the caller to send it a second time (docs/mail.md).
             print(f"agentpost mail: queued, not yet published: {exc.message}", file=sys.stderr)
             published = False
         return SendResult(raw["id"], target.address, published)

@@ -1,7 +1,7 @@
 """One mail command's surroundings: the repo, this machine, its remote, log and key.
 
 Built once per command. Nothing here touches the disk or runs git until asked,
-so a hook in a repo that never used mail stays free (DESIGN.md §7).
+so a hook in a repo that never used mail stays free (docs/mail.md).
 """
 
 from __future__ import annotations

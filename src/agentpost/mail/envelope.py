@@ -1,6 +1,6 @@
 """The envelope: one signed note from a session on one machine to a session on another.
 
-Shape and signature rule are DESIGN.md §7: `sig` is base64 ed25519 over the JCS of
+Shape and signature rule are docs/mail.md: `sig` is base64 ed25519 over the JCS of
 the envelope without `sig`. Verification always runs on the dict exactly as it was
 received, so no re-encoding can change what was signed.
 """

@@ -1,4 +1,4 @@
-"""Mail errors: one class per remedy, each with a stable `code` (DESIGN.md §7).
+"""Mail errors: one class per remedy, each with a stable `code` (docs/mail.md).
 
 MailError                      code                 exit
  ├── NotARepo                  not_a_git_repo       1   run inside a git repository

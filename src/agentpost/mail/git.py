@@ -1,7 +1,7 @@
 """Git plumbing for mail refs, through the `git` command with a timeout.
 
 Refs are parentless commits of the empty tree whose message is the JSON document
-(DESIGN.md §7). Peers' refs are fetched in one `git fetch` into
+(docs/mail.md). Peers' refs are fetched in one `git fetch` into
 `refs/agentpost-remote/<remote>/…`, so a fetch never writes over this machine's own refs.
 """
 
@@ -108,7 +108,7 @@ class Git:
         return "origin" if "origin" in names else names[0]
 
     def fetch(self, remote: str) -> None:
-        """Fetch every peer's presence and mail ref in one round trip (DESIGN.md §7)."""
+        """Fetch every peer's presence and mail ref in one round trip (docs/mail.md)."""
         refspec = f"+{OWN_PREFIX}/*:{REMOTE_PREFIX}/{remote}/*"
         proc = self._spawn(
             ("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--prune", remote, refspec),

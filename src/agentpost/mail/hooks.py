@@ -1,4 +1,4 @@
-"""Hooks a coding agent calls: `mail hook session-start|prompt|stop` (DESIGN.md §7).
+"""Hooks a coding agent calls: `mail hook session-start|prompt|stop` (docs/mail.md).
 
 A hook never fails the agent: it exits 0 and says in one stderr line what went
 wrong. On a clone that never used mail it returns before any git work or file write.

@@ -1,4 +1,4 @@
-"""This clone's machine name: chosen at first use, then remembered (DESIGN.md §7).
+"""This clone's machine name: chosen at first use, then remembered (docs/mail.md).
 
 `AGENTPOST_MACHINE`, else the host name, names the machine the first time mail is
 used; the name is then kept in `.git/agentpost/machine.json`. Later, an environment

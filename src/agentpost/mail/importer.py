@@ -1,4 +1,4 @@
-"""Whether one envelope from a peer's mail ref may enter a local inbox (DESIGN.md §7).
+"""Whether one envelope from a peer's mail ref may enter a local inbox (docs/mail.md).
 
 Every acceptance rule is here, in the order applied. An envelope for another
 machine is none of our business (skipped, not reported); a duplicate is skipped;

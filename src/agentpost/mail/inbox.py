@@ -1,4 +1,4 @@
-"""A session's inbox: one directory per instance, maildir style (DESIGN.md §7).
+"""A session's inbox: one directory per instance, maildir style (docs/mail.md).
 
 `tmp/` → `new/` (unread, counted against capacity) → `cur/` (read). A message file
 is named `<id>@<sender machine>.json` and created once: a second delivery of the same

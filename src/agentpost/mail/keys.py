@@ -1,4 +1,4 @@
-"""The machine's ed25519 key: made on first use, kept in `.git/agentpost/` (DESIGN.md §7).
+"""The machine's ed25519 key: made on first use, kept in `.git/agentpost/` (docs/mail.md).
 
 Only the public half leaves the machine, inside presence. Signatures are base64
 of the raw 64-byte ed25519 signature; public keys are base64 of the raw 32 bytes.

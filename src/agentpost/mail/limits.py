@@ -1,4 +1,4 @@
-"""Every number the mail rules depend on, in one place (DESIGN.md §7).
+"""Every number the mail rules depend on, in one place (docs/mail.md).
 
 Tests and operators may tighten a few of them through environment variables;
 those are read here and nowhere else.

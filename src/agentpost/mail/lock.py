@@ -1,7 +1,7 @@
 """One mail writer per clone: `flock` on `.git/agentpost/lock`.
 
 Two terminals syncing at once would fetch, import and publish twice; the lock makes
-them take turns (DESIGN.md §7). The kernel releases it when a process dies, so a
+them take turns (docs/mail.md). The kernel releases it when a process dies, so a
 killed sync never blocks the next one.
 """
 

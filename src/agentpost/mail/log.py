@@ -1,4 +1,4 @@
-"""The append-only mail log, `.git/agentpost/log.jsonl` (DESIGN.md §7).
+"""The append-only mail log, `.git/agentpost/log.jsonl` (docs/mail.md).
 
 Every fact (a join, a send, an import, an ack seen, a key pinned) is one JSON line,
 appended and fsync'd before anyone acts on it; a line is never rewritten. Reading
@@ -84,7 +84,7 @@ class Imported(msgspec.Struct, tag="imported", tag_field="t", frozen=True):
 
     @property
     def machine(self) -> str:
-        """The sender machine: with the id, the key of dedup, inbox and acks (DESIGN.md §7)."""
+        """The sender machine: with the id, the key of dedup, inbox and acks (docs/mail.md)."""
         return str(self.sender.get("machine"))
 
 
@@ -165,7 +165,7 @@ class MailLog:
         """Every record in order; only a torn last line is skipped (and counted).
 
         Any other unreadable line raises StateUnreadable: acting on a log with a hole
-        could drop a sent note or import one twice (DESIGN.md §7, fail closed).
+        could drop a sent note or import one twice (docs/mail.md, fail closed).
         """
         try:
             data = self.path.read_bytes()

@@ -1,4 +1,4 @@
-"""Publishing this machine's presence and mail refs (DESIGN.md §7).
+"""Publishing this machine's presence and mail refs (docs/mail.md).
 
 The documents are derived from the log. A ref is rewritten only when its content
 differs from what the remote showed (or the 10-minute republish is due), then both

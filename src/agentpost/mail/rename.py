@@ -1,4 +1,4 @@
-"""`mail rename-machine NEW` and `mail forget MACHINE` (DESIGN.md §7).
+"""`mail rename-machine NEW` and `mail forget MACHINE` (docs/mail.md).
 
 Renaming moves this clone's presence and mail refs to NEW and deletes the old ones,
 locally and on the remote, keeping the machine key (peers see the same key under a

@@ -4,7 +4,7 @@ The log fails closed on a hole (log.py). Repair moves every unreadable line, byt
 for byte, into a side file under `.git/agentpost/`, keeps the readable lines as they
 are, and re-adds from this machine's own last published refs what the lost lines may
 have held: sent notes still offered (signed by our key) and joined sessions. The rest
-of a lost line repairs itself on the next sync (DESIGN.md §7): imports are deduplicated
+of a lost line repairs itself on the next sync (docs/mail.md): imports are deduplicated
 by the inbox files, acks and retirements are derived again, keys are pinned again.
 """
 

@@ -1,7 +1,7 @@
 """Where mail lives: the git common dir, `.git/agentpost/`, and the names used in refs.
 
 Finding the repository is pure file reading (no git process), so a hook in a repo
-that never used mail costs no git work (DESIGN.md §7). The machine name and the
+that never used mail costs no git work (docs/mail.md). The machine name and the
 session instance come from the environment (the machine name through identity.py,
 which remembers it).
 """
@@ -28,7 +28,7 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$")
 
 @dataclass(frozen=True)
 class MailPaths:
-    """The files under `.git/agentpost/` (never committed, DESIGN.md §7)."""
+    """The files under `.git/agentpost/` (never committed, docs/mail.md)."""
 
     root: Path
 

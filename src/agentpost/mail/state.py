@@ -1,7 +1,7 @@
 """What the log means now: sessions, outbox, acks, dedup set and pinned keys.
 
 Nothing here is stored; every value is derived from the log records and the clock,
-so a crash between the log and a push is repaired by the next sync (DESIGN.md §7).
+so a crash between the log and a push is repaired by the next sync (docs/mail.md).
 `needed_records` is the compaction rule: the lines the derivation still depends on.
 """
 
@@ -29,7 +29,7 @@ from agentpost.mail.log import (
 )
 
 # An imported message is named by (sender machine, envelope id): ids are chosen by their
-# sender, so only the pair is unique across machines (DESIGN.md §7).
+# sender, so only the pair is unique across machines (docs/mail.md).
 MessageKey = tuple[str, str]
 
 

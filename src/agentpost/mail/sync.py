@@ -1,6 +1,6 @@
 """`mail sync`: fetch, pin keys, import, take acks, retire acks, expire, publish.
 
-One pass under the clone's lock (DESIGN.md §7). Facts are appended to the log in
+One pass under the clone's lock (docs/mail.md). Facts are appended to the log in
 one fsync before the refs are published, so whatever a crash interrupts, the next
 sync derives the same outbox and acks and finishes the job.
 """
@@ -228,7 +228,7 @@ def _trusted_mail_docs(
     """Peers' mail documents signed by their pinned key: the only ones whose acks count.
 
     Envelopes carry their own signatures; acks do not, so a document signature is what
-    stops a forged ref from making us drop a message nobody received (DESIGN.md §7).
+    stops a forged ref from making us drop a message nobody received (docs/mail.md).
     """
     trusted: dict[str, MailDoc] = {}
     own = ctx.own_names()
@@ -264,7 +264,7 @@ def _take_acks(
             docs = [trusted.get(to_machine), _renamed_to(to_machine, state, trusted)]
             acks_of[to_machine] = {a for doc in docs if doc is not None for a in doc.acks}
         # Only under our machine's name: an ack of another machine's note with the same
-        # id is not ours (DESIGN.md §7).
+        # id is not ours (docs/mail.md).
         entry = ack_entry(str(envelope["from"]["machine"]), str(envelope["id"]))
         if entry in acks_of[to_machine]:
             records.append(Acked(envelope["id"], to_machine, format_ts(now)))

@@ -85,6 +85,6 @@ def _checked(
     except DocumentError as exc:
         return exc
     if doc.machine != machine:
-        # A document may only speak for the machine whose ref carries it (DESIGN.md §7).
+        # A document may only speak for the machine whose ref carries it (docs/mail.md).
         return DocumentError("machine_mismatch", f"ref of {machine} claims {doc.machine}")
     return doc

@@ -1,4 +1,4 @@
-"""The two ref documents, presence and mail, as they travel (DESIGN.md §7).
+"""The two ref documents, presence and mail, as they travel (docs/mail.md).
 
 A document is the JSON message of a parentless commit. Encoding is JCS (stable
 bytes for equal content); decoding refuses anything over MAX_REF_BYTES or off-shape.
@@ -56,7 +56,7 @@ def ack_entry(machine: str, msg_id: str) -> str:
     """One entry of a mail document's `acks`: `<sender machine>/<envelope id>`.
 
     Keyed by the sender machine, so one machine's ack names exactly one machine's note:
-    a note that reuses another machine's id can never acknowledge it (DESIGN.md §7).
+    a note that reuses another machine's id can never acknowledge it (docs/mail.md).
     Neither part can contain `/` (see repo.check_name and repo.is_safe_id).
     """
     return f"{machine}/{msg_id}"

@@ -1,4 +1,4 @@
-"""The MCP server (DESIGN.md §11): any MCP-capable agent posts, replies and reads its inbox
+"""The MCP server (docs/mcp.md): any MCP-capable agent posts, replies and reads its inbox
 as tools, with the hub's once-only keys.
 
 `tools` holds what each tool does, in our glossary, talking to the hub only through

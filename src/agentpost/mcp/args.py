@@ -1,5 +1,5 @@
 """The arguments of each MCP tool, as strict msgspec Structs: their JSON Schema is what
-`tools/list` shows, and decoding against them is the only argument check (DESIGN.md §11).
+`tools/list` shows, and decoding against them is the only argument check (docs/mcp.md).
 Unknown fields, wrong types and out-of-range numbers are refused with a clear message.
 """
 
@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-# The hub's own bounds (DESIGN.md §3): keys 1-255 visible ASCII, pages of at most 1000,
+# The hub's own bounds (docs/api.md): keys 1-255 visible ASCII, pages of at most 1000,
 # long polls of at most 60 s.
 MAX_WAIT_SECONDS = 60.0
 MAX_LIMIT = 1000

@@ -1,4 +1,4 @@
-"""How a tool fails (DESIGN.md §11): a stable `code`, a `message` and `retryable`, so a
+"""How a tool fails (docs/mcp.md): a stable `code`, a `message` and `retryable`, so a
 model knows whether calling again could help. Hub errors are translated here, once.
 
     ToolFailure              code, message, retryable

@@ -1,4 +1,4 @@
-"""Keys of the posting tools (DESIGN.md §11).
+"""Keys of the posting tools (docs/mcp.md).
 
 A caller's `idempotency_key` is the hub key as given (per member, as everywhere). Without
 one, the key derives from this server process's random session id, the tool and its

@@ -5,7 +5,7 @@ argument Structs) and `tools/call` through `Toolbox.call`, over stdio. A result 
 JSON both as `structured_content` and as one text block; a failure is `is_error` with
 `{"error": {"code", "message", "retryable"}}` in both, so a model that reads only text still
 sees the code. The low-level server is used rather than `MCPServer` so that argument checks
-(and their error codes) are ours, not pydantic's (DESIGN.md §11).
+(and their error codes) are ours, not pydantic's (docs/mcp.md).
 """
 
 from __future__ import annotations

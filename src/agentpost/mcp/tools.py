@@ -1,4 +1,4 @@
-"""What each MCP tool does (DESIGN.md §11), in the glossary's words, through the hub client.
+"""What each MCP tool does (docs/mcp.md), in the glossary's words, through the hub client.
 
 `Toolbox.call(name, arguments)` never raises: it returns a result (a JSON object with
 `delivery` and the ids for posts) or a `ToolFailure` (code, message, retryable). Posting
@@ -347,7 +347,7 @@ def delegation_waiting(ev: Event, me: str) -> bool:
 
 
 def _text(text: str) -> str:
-    """The text as the hub stores it (trimmed, DESIGN.md §3); blank text is refused here."""
+    """The text as the hub stores it (trimmed, docs/api.md); blank text is refused here."""
     trimmed = text.strip()
     if not trimmed:
         raise ToolFailure(INVALID_ARGUMENTS, "text is empty (only white space); nothing was done")

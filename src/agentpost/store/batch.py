@@ -1,4 +1,4 @@
-"""Group commit, shared by both engines (DESIGN.md §8).
+"""Group commit, shared by both engines (docs/deploy.md).
 
 One writer thread per engine takes every queued write job, runs as many as are waiting in
 ONE transaction (each job inside its own savepoint, so a refused job is undone alone), then

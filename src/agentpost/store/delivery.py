@@ -1,4 +1,4 @@
-"""Delivery state of inbox rows (DESIGN.md §12): when a row was handed to its member's
+"""Delivery state of inbox rows (docs/delivery.md): when a row was handed to its member's
 client (`read_at`) and when their cursor passed it (`acked_at`). Written once per page
 handed out and once per ack, never per event on the post path."""
 

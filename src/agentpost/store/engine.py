@@ -1,4 +1,4 @@
-"""The engine interface every store domain talks through (DESIGN.md §8).
+"""The engine interface every store domain talks through (docs/deploy.md).
 
 Domain modules (`members`, `rooms`, `events`, `keys`, `inbox`, `media`) are plain
 functions over a `Db`; an engine decides how those functions run: reads directly,

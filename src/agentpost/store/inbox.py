@@ -1,4 +1,4 @@
-"""Inbox rows: one per (target member, event), written with the event (DESIGN.md §2)."""
+"""Inbox rows: one per (target member, event), written with the event (docs/api.md)."""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ def delete(db: Db, member_id: str, key: str) -> None:
 def claim(db: Db, member_id: str, key: str, fingerprint: str, now: int) -> bool:
     """Claim (member, key) on its unique index; False when a record exists. On PostgreSQL a
     concurrent claim from another transaction waits here until that one commits or rolls
-    back (DESIGN.md §3, §8). The record is finished later in the same transaction."""
+    back (docs/api.md, docs/deploy.md). The record is finished later in the same transaction."""
     inserted = db.run(
         "INSERT INTO idempotency_keys (member_id, key, fingerprint, state, status, body,"
         " created_at) VALUES (?, ?, ?, 'claimed', 0, ?, ?)"

@@ -1,4 +1,4 @@
-"""Versioned schema migrations, applied at start (DESIGN.md §8).
+"""Versioned schema migrations, applied at start (docs/deploy.md).
 
 Migrations are numbered SQL files under `migrations/<dialect>/`; each applied version is
 kept in `schema_version`. Every shipped version not applied yet is applied, in order, even

@@ -1,4 +1,4 @@
-"""Rows as the hub sees them (DESIGN.md §2). Plain structs, no behaviour."""
+"""Rows as the hub sees them (docs/api.md). Plain structs, no behaviour."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class Room(msgspec.Struct, frozen=True):
 
 
 class KeyRecord(msgspec.Struct, frozen=True):
-    """An idempotency record: (member, key) → what the first request got (DESIGN.md §3)."""
+    """An idempotency record: (member, key) → what the first request got (docs/api.md)."""
 
     member_id: str
     key: str

@@ -1,4 +1,4 @@
-"""Choose the engine from a database URL: SQLite by default (DESIGN.md §8)."""
+"""Choose the engine from a database URL: SQLite by default (docs/deploy.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The PostgreSQL engine: many hub processes, one truth (DESIGN.md §8).
+"""The PostgreSQL engine: many hub processes, one truth (docs/deploy.md).
 
 Writes use the same group commit as SQLite (store/batch.py) on one connection per process;
 row locks do the cross-process work: the key claim waits on its unique index, a room's
@@ -143,7 +143,7 @@ class _Backend:
 
 
 class _ReadLane:
-    """Reads on a pool of their own connections and threads (DESIGN.md §8)."""
+    """Reads on a pool of their own connections and threads (docs/deploy.md)."""
 
     def __init__(self, dsn: str, connections: int, name: str, min_size: int) -> None:
         self.pool = ConnectionPool(
@@ -253,7 +253,7 @@ class PostgresEngine:
                 with psycopg.connect(self.dsn, autocommit=True) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     # Anything committed while we were not listening: wake every waiter;
-                    # they re-read the tables, so no event is missed (DESIGN.md §8).
+                    # they re-read the tables, so no event is missed (docs/deploy.md).
                     self._deliver("*")
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5):

@@ -1,4 +1,4 @@
-"""Presence rows (DESIGN.md §12): each member's `last_seen`, in ms since the epoch.
+"""Presence rows (docs/presence.md): each member's `last_seen`, in ms since the epoch.
 
 Written only by a hub process's periodic flush (hub/presence.py), never on a request; the
 newest value wins, whichever process writes it."""

@@ -1,5 +1,5 @@
 """Receipt state per (delegation event E1, replier): the terminal slot, the needs_input
-count (DESIGN.md §4). Callers hold E1's lock (`events.lock`) while they read and write."""
+count (docs/delegation.md). Callers hold E1's lock (`events.lock`) while they read and write."""
 
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ def set_archived(db: Db, room_id: str, archived: bool) -> None:
 def next_seq(db: Db, room_id: str) -> int | None:
     """Take the room's next `seq` inside the write transaction (None: no such room):
     gap-free, since a rolled-back job gives its number back with the rest of its writes
-    (DESIGN.md §2). On PostgreSQL this takes the room's row lock until commit."""
+    (docs/api.md). On PostgreSQL this takes the room's row lock until commit."""
     row = db.one(
         "UPDATE rooms SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq", (room_id,)
     )
@@ -203,7 +203,7 @@ def participant_names(db: Db, room_id: str) -> list[str]:
 def update_settings(
     db: Db, room_id: str, mode: str, master: str | None, router: str, sensitive_filter: bool
 ) -> None:
-    """Change how the room routes (DESIGN.md §4: a human participant may)."""
+    """Change how the room routes (docs/delegation.md: a human participant may)."""
     db.run(
         "UPDATE rooms SET mode = ?, master = ?, router = ?, sensitive_filter = ? WHERE id = ?",
         (mode, master, router, int(sensitive_filter), room_id),

@@ -1,4 +1,4 @@
-"""Search over events' text (DESIGN.md §12): SQLite's FTS5 table `event_search` (keyed by
+"""Search over events' text (docs/search.md): SQLite's FTS5 table `event_search` (keyed by
 `events.rowid`) or PostgreSQL's `events.search` tsvector with its GIN index. Both are
 written with the event (store/events.py); here they are read, only ever over the rooms a
 member takes part in, newest first."""

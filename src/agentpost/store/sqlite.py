@@ -2,7 +2,7 @@
 
 Writes go through `GroupCommitWriter` (store/batch.py): batched into one transaction and
 acknowledged only after the COMMIT returned. Reads run directly on a separate connection;
-WAL lets them proceed while the writer commits (DESIGN.md §8).
+WAL lets them proceed while the writer commits (docs/deploy.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Threads: rooms of kind `thread` with an owner (DESIGN.md §5), made at most once.
+"""Threads: rooms of kind `thread` with an owner (docs/threads.md), made at most once.
 
 The insert leans on the unique (workspace, name) index instead of a look-first check, so two
 hub processes asking at once make one room: on PostgreSQL the second insert waits for the

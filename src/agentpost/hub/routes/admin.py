@@ -1,4 +1,4 @@
-"""`/v1/admin/*`: workspaces and members, with the admin token (DESIGN.md §3)."""
+"""`/v1/admin/*`: workspaces and members, with the admin token (docs/api.md)."""
 
 from __future__ import annotations
 

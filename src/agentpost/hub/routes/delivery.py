@@ -1,5 +1,5 @@
 """`GET /v1/rooms/{room}/events/{event}/delivery` and `GET /v1/events/{event}/delivery`:
-who got an event, read it, acked it, answered it (DESIGN.md §12)."""
+who got an event, read it, acked it, answered it (docs/delivery.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`GET /v1/workspaces/{ws}/members[/{name}]`: who is in the caller's workspace, their kind,
-owner and status, and their presence (DESIGN.md §2, §12). Any member may ask about their
+owner and status, and their presence (docs/api.md, docs/presence.md). Any member may ask about their
 own workspace; any other workspace is `no_workspace`, whether it exists or not."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Posting: messages and media, keyed or not (DESIGN.md §3). HTTP only; rules live in
+"""Posting: messages and media, keyed or not (docs/api.md). HTTP only; rules live in
 `hub/idempotency.py` (keys) and `hub/posting.py` (events)."""
 
 from __future__ import annotations

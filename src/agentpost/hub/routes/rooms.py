@@ -1,4 +1,4 @@
-"""Rooms: create, read, list, participants, archive (DESIGN.md §3)."""
+"""Rooms: create, read, list, participants, archive (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -182,7 +182,7 @@ async def set_archived(request: Request) -> Response:
 
 async def update_settings(request: Request) -> Response:
     """`PATCH /v1/rooms/{room}`: a human participant (or the admin) changes how the room
-    routes: mode, master, router policy, sensitive-data filter (DESIGN.md §4)."""
+    routes: mode, master, router policy, sensitive-data filter (docs/delegation.md)."""
     hub = hub_of(request)
     who = await caller(request, hub)
     room_id = request.path_params["room"]

@@ -1,5 +1,5 @@
 """`GET /v1/search?q=&room=&sender=&before=&limit=`: full-text search over the caller's
-rooms, newest first (DESIGN.md §12)."""
+rooms, newest first (docs/delivery.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One server-sent-events loop for the room stream and the inbox stream (DESIGN.md §3).
+"""One server-sent-events loop for the room stream and the inbox stream (docs/api.md).
 
 Data always comes from the store, after the position the reader has; a wake-up only says
 "look again". The bytes in flight per stream are bounded: a page holds at most

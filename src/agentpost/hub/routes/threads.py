@@ -1,4 +1,4 @@
-"""Threads (DESIGN.md §5): ensure the one thread, and read a key's send state. HTTP only;
+"""Threads (docs/threads.md): ensure the one thread, and read a key's send state. HTTP only;
 the rules live in `hub/threads.py` (ensure) and `hub/idempotency.py` (keys)."""
 
 from __future__ import annotations

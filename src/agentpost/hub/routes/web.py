@@ -1,4 +1,4 @@
-"""The web page (DESIGN.md §9): `/` and its static assets from `agentpost/hub/web/`.
+"""The web page (docs/web.md): `/` and its static assets from `agentpost/hub/web/`.
 
 The files ship in the package and are read once. Every answer carries a strict
 Content-Security-Policy: scripts and styles only from this origin, no inline code, no

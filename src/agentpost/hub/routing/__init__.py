@@ -1,4 +1,4 @@
-"""Who an event wakes, and why (DESIGN.md §4). Every routing rule of the hub lives in
+"""Who an event wakes, and why (docs/delegation.md). Every routing rule of the hub lives in
 this package; `route` is the one entry point, run inside the post's write transaction.
 
 Order of decisions for an accepted message (the sender gate already passed):

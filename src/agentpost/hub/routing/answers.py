@@ -1,4 +1,4 @@
-"""A person who asks is told (DESIGN.md §4): an agent's message with `in_reply_to` = a
+"""A person who asks is told (docs/delegation.md): an agent's message with `in_reply_to` = a
 message of a live person (a human member, current participant) wakes that person, once per
 (E, replier), in every mode. It is no receipt (no `reply_kind` needed) and changes none of
 the agent-to-agent rules: the person is added to whatever the agent's message routed to.

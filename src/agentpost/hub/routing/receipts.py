@@ -1,4 +1,4 @@
-"""Delegation receipts (DESIGN.md §4): a reply that reports delegated work back.
+"""Delegation receipts (docs/delegation.md): a reply that reports delegated work back.
 
 A message with `in_reply_to` = E1 and a `reply_kind` is a receipt when E1 is in the same
 room, E1 is marked (`delegated_by`), the replier is in E1's `delegated_to`, and the replier

@@ -1,4 +1,4 @@
-"""The router for human messages with no mention (DESIGN.md §4): policy `none`,
+"""The router for human messages with no mention (docs/delegation.md): policy `none`,
 `sole-agent` (default; decided in the transaction, see `route`) or `llm`.
 
 `llm` asks an OpenAI-compatible chat-completions endpoint (`AGENTPOST_ROUTER_URL`,

@@ -1,4 +1,4 @@
-"""The per-room sensitive-data filter (DESIGN.md §4): refuse a message or caption that
+"""The per-room sensitive-data filter (docs/delegation.md): refuse a message or caption that
 carries a well-known secret. Off by default; a refusal spends the key (422
 `command_rejected`, reason `sensitive_data`), since sending it again won't change it."""
 

@@ -1,4 +1,4 @@
--- Routing and delegation receipts (DESIGN.md §4), PostgreSQL.
+-- Routing and delegation receipts (docs/delegation.md), PostgreSQL.
 -- The room's router policy for human messages with no mention: none | sole-agent | llm.
 ALTER TABLE rooms ADD COLUMN router TEXT NOT NULL DEFAULT 'sole-agent';
 -- One row per (delegation event E1, replier): the terminal slot and the needs_input count.

@@ -1,4 +1,4 @@
--- Search (DESIGN.md §12): each event's text as a tsvector ('simple': no stemming, no stop
+-- Search (docs/search.md): each event's text as a tsvector ('simple': no stemming, no stop
 -- words, as SQLite's index), set by events.insert in the event's own transaction.
 ALTER TABLE events ADD COLUMN search tsvector;
 -- The events from before this migration. A NUL escaped in the JSON cannot become text in

@@ -1,4 +1,4 @@
--- agentpost hub schema, version 1 (DESIGN.md §2).
+-- agentpost hub schema, version 1 (docs/api.md).
 CREATE TABLE workspaces (
   id TEXT PRIMARY KEY,
   name TEXT NOT NULL UNIQUE,
@@ -51,7 +51,7 @@ CREATE TABLE events (
   PRIMARY KEY (room_id, seq)
 );
 -- A member's inbox cursor is taken from members.inbox_last under that row's lock, so
--- cursors commit in order per member even with many hub processes (DESIGN.md §2, §8).
+-- cursors commit in order per member even with many hub processes (docs/api.md, docs/deploy.md).
 CREATE TABLE inbox (
   member_id TEXT NOT NULL,
   cursor INTEGER NOT NULL,

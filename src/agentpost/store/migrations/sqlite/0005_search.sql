@@ -1,4 +1,4 @@
--- Search (DESIGN.md §12): an FTS5 index over each event's text, external content (the text
+-- Search (docs/search.md): an FTS5 index over each event's text, external content (the text
 -- stays only in events.body, the view shows it to FTS5 for a rebuild or an integrity check).
 -- Rows are added by events.insert in the event's own transaction, keyed by events.rowid.
 -- A NUL escaped in the JSON would end json_extract's text: it is read as a space, as
