@@ -1,0 +1,69 @@
+"""README.md, run as written: "Five minutes with the hub", the curl and CLI blocks, and the
+connect block, in one shell, against a hub started as the README's `agentpost serve` (SQLite in
+its data dir, which is `AGENTPOST_HOME`, so `admin` commands read its token file).
+
+What the test changes, and only that: the hub is on a free port (`AGENTPOST_HUB`, and the curl
+URLs), the shell runs in a temp dir that holds links to this install's `.venv` and `examples/`;
+"<alice's token from above>" and "<bot's token>" are read from the `member add` output (which
+the shell also keeps in a file); `tail --follow` runs for 3 s (it must still be running then), and the connect Worker the block
+starts with `&` is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hubproc import HubProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+TOKEN_OF = "$(python3 -c 'import json; print(json.load(open(\"{0}.json\"))[\"token\"])')"
+
+
+@pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
+def test_readme_runs_as_written(hub: HubProcess, tmp_path: Path) -> None:
+    startup = hub.startup_output or ""
+    assert "agentpost database: SQLite" in startup and "hub.sqlite3" in startup, startup
+    blocks = re.findall(r"```sh\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    install, tests, five_minutes, curl, cli, connect = blocks
+    assert install.strip().endswith(".venv/bin/agentpost serve")  # the hub fixture is that serve
+    script = "\n".join([five_minutes, curl, cli, connect])
+    for who, add in (
+        ("alice", "agentpost admin member add acme alice --kind human --json"),
+        ("bot", "agentpost admin member add acme bot --kind agent --owner alice --json"),
+    ):
+        assert add in script
+        script = script.replace(add, f"{add} | tee {who}.json")
+    script = script.replace("<alice's token from above>", TOKEN_OF.format("alice"))
+    script = script.replace("<bot's token>", TOKEN_OF.format("bot"))
+    script = script.replace("http://127.0.0.1:8470", hub.url)
+    follow = "agentpost tail general --follow"
+    assert script.count(follow) == 1
+    script = re.sub(rf"^{follow}.*$", f"timeout 3 {follow} || [ $? = 124 ]", script, flags=re.M)
+    script += "\nkill %1; wait\n"  # the connect Worker
+
+    venv = Path(sys.executable).parent.parent
+    (tmp_path / ".venv").symlink_to(venv)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
+    env |= {"AGENTPOST_HOME": str(hub.data_dir), "AGENTPOST_HUB": hub.url}
+    p = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
+    )
+    out = p.stdout
+    assert p.returncode == 0, out + p.stderr
+    statuses = re.findall(r"(?im)^idempotency-status: (\w+)", out)
+    assert statuses == ["created", "replayed"], out
+    assert "\nreplayed ev_" in out, out  # the CLI's second keyed post
+    assert "[report.txt 10B]" in out, out  # the media event, in `tail`
+    assert "alice: the build is green @bot" in out, out  # `tail`; --follow ran until stopped
+    # The agent behind `connect` answered bot's oldest wake-up first: the curl post in scratch.
+    replies = re.findall(r"(?m)^\d+\tev_\w+\t(\w+)\tbot\tmessage\t(.*)$", out)
+    assert replies[:1] == [("scratch", "echo: hello @bot")], out + p.stderr
