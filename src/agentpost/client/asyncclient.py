@@ -232,25 +232,11 @@ class AsyncHubClient:
         return await self._get(f"/v1/workspaces/{workspace}/members", list[SeenMember], "members")
 
     async def download(self, media_id: str, dest: Path, max_bytes: int) -> int:
-        """Save a media file to `dest` (0600); refuses one over `max_bytes`."""
-        size = 0
-        try:
-            async with self._http.stream("GET", f"/v1/media/{media_id}") as resp:
-                if resp.status_code >= 300:
-                    await resp.aread()
-                    raise error_from_response(resp)
-                fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-                with os.fdopen(fd, "wb") as f:
-                    async for chunk in resp.aiter_bytes():
-                        size += len(chunk)
-                        if size > max_bytes:
-                            raise HubRefused(
-                                "payload_too_large", f"media is over {max_bytes} bytes"
-                            )
-                        f.write(chunk)
-        except httpx.TransportError as exc:
-            raise HubUnreachable(f"download cut: {exc!r}") from exc
-        return size
+        """Save a media file to `dest` (0600), checked like `fetch_media`; refuses one over
+        `max_bytes`."""
+        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            return (await self.fetch_media(media_id, f, max_bytes)).size
 
     async def cancel(self, room_id: str, agent: str | None = None) -> Event:
         """Stop the running Turn of `agent` (or of every agent) in the room (§6)."""
@@ -390,10 +376,12 @@ class AsyncHubClient:
         resp = await self.request(method, f"/v1/rooms/{room_id}/participants/{name}")
         return msgspec.convert(resp.json()["room"], Room)
 
-    async def fetch_media(self, media_id: str, sink: BinaryIO) -> Download:
+    async def fetch_media(
+        self, media_id: str, sink: BinaryIO, max_bytes: int | None = None
+    ) -> Download:
         """Write the media's bytes to `sink`, checking them against the hub's sha256, with
-        the file's name as the hub gives it (for people saving it; `download` is the
-        Worker's capped save to a path)."""
+        the file's name as the hub gives it; refuses one over `max_bytes` (`download` is
+        the Worker's capped save to a path)."""
         digest = hashlib.sha256()
         size = 0
         try:
@@ -402,6 +390,8 @@ class AsyncHubClient:
                     await resp.aread()
                     raise error_from_response(resp)
                 async for chunk in resp.aiter_bytes():
+                    if max_bytes is not None and size + len(chunk) > max_bytes:
+                        raise HubRefused("payload_too_large", f"media is over {max_bytes} bytes")
                     sink.write(chunk)
                     digest.update(chunk)
                     size += len(chunk)
