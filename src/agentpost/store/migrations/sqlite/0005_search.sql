@@ -7,8 +7,10 @@
 CREATE VIEW event_texts AS
   SELECT rowid AS rid, json_extract(replace(replace(replace(CAST(body AS TEXT),
     '\\', char(1)), '\u0000', ' '), char(1), '\\'), '$.text') AS text FROM events;
+-- columnsize=0: no per-row size record (only ranking reads it, and hits are newest first).
 CREATE VIRTUAL TABLE event_search USING fts5(
-  text, content='event_texts', content_rowid='rid', tokenize='unicode61 remove_diacritics 2'
+  text, content='event_texts', content_rowid='rid', tokenize='unicode61 remove_diacritics 2',
+  columnsize=0
 );
 -- The events from before this migration, oldest first.
 INSERT INTO event_search (rowid, text)
