@@ -27,6 +27,13 @@ PERMISSION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always"
 @click.option("--egress-root", "egress_roots", multiple=True, type=click.Path(path_type=Path))
 @click.option("--allow-permission", "allow", multiple=True, type=click.Choice(PERMISSION_KINDS))
 @click.option("--turn-timeout", type=float, default=1800.0, show_default=True, help="Seconds.")
+@click.option(
+    "--hub-timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds a hub request may take before it counts as unanswered (and is retried).",
+)
 @click.pass_context
 def connect(
     ctx: click.Context,
@@ -39,6 +46,7 @@ def connect(
     egress_roots: tuple[Path, ...],
     allow: tuple[str, ...],
     turn_timeout: float,
+    hub_timeout: float,
 ) -> None:
     """Put an ACP agent in rooms: answer its owner and collaborators, one reply per wake-up."""
     if ctx.invoked_subcommand is not None:
@@ -63,6 +71,8 @@ def connect(
             problems.append(f"--egress-root {root} is not a directory")
     if turn_timeout <= 0:
         problems.append("--turn-timeout must be positive")
+    if hub_timeout <= 0:
+        problems.append("--hub-timeout must be positive")
     if problems:
         for p in problems:
             err_console.print(f"error: {p}")
@@ -84,6 +94,7 @@ def connect(
         allow_permissions=list(allow),
         turn_timeout=turn_timeout,
         agent_start_wait=min(60.0, turn_timeout),
+        hub_timeout=hub_timeout,
     )
     try:
         code = run_worker(config)
@@ -129,6 +140,27 @@ def status(workspace_dir: Path, as_json: bool) -> None:
         table(
             ["room", "who", "session"],
             [[s["room"], s["who"], s["session_id"]] for s in data.get("sessions", [])],
+        )
+        d = data.get("delivery") or {}
+        on = "enabled" if d.get("enabled") else f"not enabled: {d.get('reason') or '-'}"
+        outcomes = " ".join(f"{k}={v}" for k, v in sorted((d.get("by_outcome") or {}).items()))
+        console.print(
+            f"delivery (_ag2/deliver): {on}  deliveries: {outcomes or 'none'}",
+            markup=False,
+            highlight=False,
+        )
+        table(
+            ["binding", "room", "who", "expires", "revoked"],
+            [
+                [
+                    b["binding"],
+                    b["room"],
+                    b["who"],
+                    time.strftime("%Y-%m-%d %H:%M", time.gmtime(b["expires_at"])),
+                    (b.get("revoked_reason") or "yes") if b.get("revoked") else "",
+                ]
+                for b in d.get("bindings", [])
+            ],
         )
         table(
             ["trigger", "sender", "outcome", "reply_kind", "reply", "ended"],

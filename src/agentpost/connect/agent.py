@@ -35,12 +35,14 @@ class AgentSupervisor:
         permissions: PermissionPolicy,
         ext: ExtHandler | None = None,
         client_meta: Callable[[], dict[str, Any]] | None = None,
+        before_restart: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.argv = argv
         self.cwd = cwd
         self.permissions = permissions
         self._ext = ext
         self._client_meta = client_meta or (lambda: {})
+        self._before_restart = before_restart
         self.conn: AgentConnection | None = None
         self.ready = asyncio.Event()
         self.generation = 0
@@ -63,6 +65,8 @@ class AgentSupervisor:
             )
             started = time.monotonic()
             try:
+                if self.restarts and self._before_restart is not None:
+                    await self._before_restart()  # e.g. the Worker's probe, before initialize
                 await conn.start(self._client_meta())
             except AgentFailed as exc:
                 self.last_failure = str(exc)

@@ -4,7 +4,8 @@ decided here, from the named constants below, rule by rule in the design's order
 (1) ledger first: a known id answers from the ledger, or continues under its stored worker
 id and key; the same id under another binding is `conflict`. (2) another worker's binding
 with no entry is `not_mine`. (3) this Worker's expired, revoked or unknown binding — or a
-collaborator no longer admitted — is `rejected`. (4) the first-seen entry is written (and
+collaborator no longer admitted, or a sender the hub says left the room or was removed
+(the binding is then revoked, durably) — is `rejected`. (4) the first-seen entry is written (and
 fsync'd) before the first hub call; a failed write is `retry`. (5) parts are posted, files
 first then text, each its own keyed event. (6) a final after some parts posted posts one
 keyed notice line. (7) past 23 h an unfinished delivery is `expired`. An accepted delivery
@@ -44,6 +45,12 @@ MAX_PARTS = 32
 MAX_ID = 200
 
 Admitted = Callable[[str, str], Awaitable[bool]]
+# Why the hub says a binding's sender can no longer be answered in its room (left it, was
+# removed, or this agent is no longer there), or None; raises `HubError` when the hub
+# cannot say now.
+Standing = Callable[[str, str], Awaitable[str | None]]
+# A post into the room refused with these statuses means this agent may not post there.
+REVOKING_STATUSES = (403, 404)
 
 
 def _iso(t: float) -> str:
@@ -107,11 +114,15 @@ class Deliveries:
         max_upload: int,
         enabled: bool,
         reason: str,
+        standing: Standing | None = None,
     ) -> None:
         self.ledger = ledger
         self.worker_id = worker_id
         self.client = client
         self.admitted = admitted
+        self.standing = standing
+        # Set when a keyed 2xx came back without the echo: cleared by the next probe.
+        self.withdrawn = False
         self.max_upload = max_upload
         self.enabled = enabled
         self.reason = reason
@@ -159,9 +170,22 @@ class Deliveries:
             return retry("the delivery ledger cannot be read", None)
         if b is None or b.revoked or b.expires_at < now:  # rule 3
             why = "unknown" if b is None else ("revoked" if b.revoked else "expired")
+            if b is not None and b.revoked and b.revoked_reason:
+                why += f": {b.revoked_reason}"
             return final(REJECTED, {"binding": binding, "why": f"binding {why}"}, expires)
         if not b.owner_tier and not await self.admitted(b.room, b.who):
             return final(REJECTED, {"binding": binding, "why": "collaborator no longer listed"}, expires)
+        if self.standing is not None:
+            try:
+                gone = await self.standing(b.room, b.who)
+            except HubError as exc:
+                why = f"the hub could not say whether {b.who} is in the room ({exc.code})"
+                return retry(why, expires)
+            if gone is not None:
+                if not self._revoke(binding, gone):
+                    return retry("the delivery ledger cannot be written", expires)
+                data = {"binding": binding, "why": f"binding revoked: {gone}"}
+                return final(REJECTED, data, expires)
         if not self.enabled:
             return retry(f"delivery is paused: {self.reason}", expires)
         entry = Entry(did, binding, b.room, self.worker_id, parts, first_seen=now)
@@ -195,7 +219,12 @@ class Deliveries:
                 reason = CONFLICT if exc.code == "idempotency_conflict" else REJECTED
                 if exc.status == 409 and exc.body.get("state") == "unknown":
                     reason = UNKNOWN
-                return await self._final(e, reason, {"part": index, "hub": exc.code}, expires)
+                data: dict[str, Any] = {"part": index, "hub": exc.code}
+                if exc.status in REVOKING_STATUSES:  # this agent may not post there any more
+                    gone = f"the hub refused a post into the room ({exc.code})"
+                    if self._revoke(e.binding, gone):
+                        data["why"] = f"binding revoked: {gone}"
+                return await self._final(e, reason, data, expires)
             except HubError as exc:  # 409 running, 5xx, timeouts, no connection
                 return retry(f"the hub could not take part {index} now ({exc.code})", expires)
             try:
@@ -222,10 +251,28 @@ class Deliveries:
                 res = await self.client.upload_file(room, f, opened.name, key=key, mime_type=mime)
         if res.idempotency_status not in ("created", "replayed"):
             # It did post; answer it delivered, and declare no more until a probe succeeds.
-            self.enabled = False
+            self.enabled, self.withdrawn = False, True
             self.reason = "the hub answered a keyed post without Idempotency-Status"
-            log.error("%s: delivery declaration withdrawn", self.reason)
+            log.error("%s: delivery declaration withdrawn until the next probe", self.reason)
         return res.event.id
+
+    def _revoke(self, binding: str, why: str) -> bool:
+        """Revoke a binding in the ledger; False when the ledger cannot be written."""
+        assert self.ledger is not None
+        try:
+            self.ledger.revoke(binding, why)
+        except LedgerUnavailable as exc:
+            log.error("binding %s not revoked (%s): %s", binding, why, exc)
+            return False
+        log.warning("binding %s revoked: %s", binding, why)
+        return True
+
+    def probed(self, hub_keys_echo: bool) -> None:
+        """A probe after the declaration was withdrawn: declare again when the hub reports
+        its keys' echo (DESIGN.md §6 "Declaring")."""
+        if self.withdrawn and hub_keys_echo:
+            self.enabled, self.withdrawn, self.reason = True, False, ""
+            log.info("delivery (_ag2/deliver): enabled again (the probe found the hub's keys echo)")
 
     async def _final(
         self, e: Entry, reason: str, data: dict[str, Any], expires: str

@@ -32,7 +32,8 @@ CREATE TABLE IF NOT EXISTS deliveries (
 );
 CREATE TABLE IF NOT EXISTS bindings (
   binding TEXT PRIMARY KEY, room TEXT NOT NULL, who TEXT NOT NULL, owner_tier INTEGER NOT NULL,
-  export_dir TEXT NOT NULL, expires_at REAL NOT NULL, revoked INTEGER NOT NULL DEFAULT 0
+  export_dir TEXT NOT NULL, expires_at REAL NOT NULL, revoked INTEGER NOT NULL DEFAULT 0,
+  revoked_reason TEXT
 );
 """
 
@@ -63,6 +64,7 @@ class Binding:
     export_dir: str
     expires_at: float
     revoked: bool = False
+    revoked_reason: str | None = None
 
 
 class Ledger:
@@ -76,6 +78,9 @@ class Ledger:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
             db.executescript(_SCHEMA)
+            columns = {r[1] for r in db.execute("PRAGMA table_info(bindings)").fetchall()}
+            if "revoked_reason" not in columns:  # a ledger written before revocations said why
+                db.execute("ALTER TABLE bindings ADD COLUMN revoked_reason TEXT")
             db.execute("SELECT COUNT(*) FROM deliveries").fetchone()
             self.path.chmod(0o600)
         except (sqlite3.Error, OSError) as exc:
@@ -188,14 +193,14 @@ class Ledger:
 
     def binding(self, binding: str) -> Binding | None:
         rows = self._run(
-            "SELECT binding, room, who, owner_tier, export_dir, expires_at, revoked"
-            " FROM bindings WHERE binding = ?",
+            "SELECT binding, room, who, owner_tier, export_dir, expires_at, revoked,"
+            " revoked_reason FROM bindings WHERE binding = ?",
             (binding,),
         )
         if not rows:
             return None
         r = rows[0]
-        return Binding(r[0], r[1], r[2], bool(r[3]), r[4], float(r[5]), bool(r[6]))
+        return Binding(r[0], r[1], r[2], bool(r[3]), r[4], float(r[5]), bool(r[6]), r[7])
 
     def binding_for(self, room: str, who: str) -> Binding | None:
         rows = self._run(
@@ -209,6 +214,14 @@ class Ledger:
             " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (binding) DO UPDATE SET"
             " expires_at = excluded.expires_at, revoked = excluded.revoked",
             (b.binding, b.room, b.who, int(b.owner_tier), b.export_dir, b.expires_at, int(b.revoked)),
+        )
+
+    def revoke(self, binding: str, reason: str) -> None:
+        """The hub said this binding's sender can no longer be answered there: every later
+        delivery under it is `rejected` (committed and fsync'd when this returns)."""
+        self._run(
+            "UPDATE bindings SET revoked = 1, revoked_reason = ? WHERE binding = ? AND revoked = 0",
+            (reason, binding),
         )
 
     def bindings(self) -> list[Binding]:

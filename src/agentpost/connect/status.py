@@ -65,7 +65,14 @@ def delivery_status(w: Worker) -> dict[str, Any]:
     if w.ledger is not None:
         try:
             out["bindings"] = [
-                {"binding": b.binding, "room": b.room, "who": b.who, "expires_at": b.expires_at}
+                {
+                    "binding": b.binding,
+                    "room": b.room,
+                    "who": b.who,
+                    "expires_at": b.expires_at,
+                    "revoked": b.revoked,
+                    "revoked_reason": b.revoked_reason,
+                }
                 for b in w.ledger.bindings()
             ]
             out["deliveries"] = w.ledger.recent()

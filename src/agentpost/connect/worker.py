@@ -41,6 +41,7 @@ STOP = "/stop"
 # answer is what `connect status` shows as the Worker's presence.
 HEARTBEAT_ENV = "AGENTPOST_CONNECT_HEARTBEAT"
 HEARTBEAT = 20.0
+PRUNE_EVERY = 3600.0
 
 
 @dataclass
@@ -55,12 +56,13 @@ class WorkerConfig:
     allow_permissions: list[str] = field(default_factory=list)
     turn_timeout: float = 1800.0
     agent_start_wait: float = 60.0
+    hub_timeout: float = 30.0
 
 
 class Worker:
     def __init__(self, config: WorkerConfig, client: AsyncHubClient | None = None) -> None:
         self.config = config
-        self.client = client or AsyncHubClient(config.hub, config.token)
+        self.client = client or AsyncHubClient(config.hub, config.token, config.hub_timeout)
         self.workspace = Workspace(config.workspace_dir)
         self.worker_id = ""
         self.me = ""
@@ -74,6 +76,7 @@ class Worker:
             PermissionPolicy(config.allow_permissions),
             ext=self._ext,
             client_meta=self._client_meta,
+            before_restart=self._probe,
         )
         self.ledger: Ledger | None = None
         self.deliveries: Deliveries | None = None
@@ -189,11 +192,43 @@ class Worker:
             max_upload,
             enabled,
             reason or "",
+            self._standing,
         )
         if enabled:
             log.info("delivery (_ag2/deliver): enabled (hub keys echo, ledger locked, roots apart)")
         else:
             log.warning("delivery (_ag2/deliver): not enabled: %s", reason)
+
+    async def _probe(self) -> None:
+        """The capabilities probe again, on every restart of the listener (§6 "Declaring"):
+        a declaration withdrawn for a missing echo comes back when the hub reports it."""
+        if self.deliveries is None or not self.deliveries.withdrawn:
+            return
+        try:
+            caps = await self.client.capabilities()
+        except HubError as exc:
+            log.warning("capabilities probe failed (%s); delivery stays withdrawn", exc)
+            return
+        self.deliveries.probed(declaring.probe_reason(caps) is None)
+
+    async def _standing(self, room: str, who: str) -> str | None:
+        """Why the hub says `who` can no longer be answered in `room`, or None (§6
+        "Bindings": revoked when the hub reports the sender left the room or was removed)."""
+        try:
+            found = await self.client.room(room)
+        except HubRefused as exc:
+            if exc.status in (403, 404):
+                return f"{self.me} is no longer in the room ({exc.code})"
+            raise
+        if who not in found.participants:
+            return f"{who} left the room"
+        try:
+            member = await self.client.member(self.workspace_name, who)
+        except HubRefused as exc:
+            if exc.status == 404:
+                return f"{who} was removed ({exc.code})"
+            raise
+        return None if member.status == "active" else f"{who} was removed"
 
     def _client_meta(self) -> dict[str, Any]:
         on = self.deliveries is not None and self.deliveries.enabled
@@ -346,9 +381,25 @@ class Worker:
             await asyncio.sleep(every)
 
     async def _status_loop(self) -> None:
+        pruned = time.monotonic()  # _declare applied retention at start
         while True:
             self._write_status()
+            if time.monotonic() - pruned > PRUNE_EVERY:
+                pruned = time.monotonic()
+                self._prune()
             await asyncio.sleep(2.0)
+
+    def _prune(self) -> None:
+        """The ledger's retention (§6 "Ledger"), also for a Worker that runs for weeks."""
+        if self.ledger is None or self.deliveries is None or not self.deliveries.enabled:
+            return
+        try:
+            gone = self.ledger.prune(time.time())
+        except LedgerUnavailable as exc:
+            log.error("ledger retention not applied: %s", exc)
+            return
+        if gone:
+            log.info("ledger retention: %d finished entries dropped", gone)
 
 
 def run_worker(config: WorkerConfig, on_ready: Callable[[Worker], None] | None = None) -> int:
