@@ -26,7 +26,7 @@ from agentpost.connect.workspace import Workspace
 
 log = logging.getLogger("agentpost.connect.worker")
 
-CANCEL_GRACE = 15.0
+CANCEL_GRACE = 15.0  # how long a cancelled agent may take to stop; never above the time limit
 MAX_REPLY_CHARS = 60000
 RECENT_TURNS = 20
 
@@ -149,7 +149,8 @@ class TurnRunner:
                 if prompt not in done:
                     await conn.cancel(session_id)
                     try:
-                        end = await asyncio.wait_for(asyncio.shield(prompt), CANCEL_GRACE)
+                        grace = min(CANCEL_GRACE, self.settings.turn_timeout)
+                        end = await asyncio.wait_for(asyncio.shield(prompt), grace)
                     except TimeoutError:
                         prompt.cancel()
                         outcome = turns.CANCELLED if running.cancelled else turns.TIMEOUT
