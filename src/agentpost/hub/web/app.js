@@ -4,6 +4,7 @@
 import * as api from "./api.js";
 import { Composer } from "./composer.js";
 import { Inbox } from "./inbox.js";
+import { Presence } from "./presence.js";
 import { Search } from "./search.js";
 import { RoomStream } from "./stream.js";
 import { Timeline } from "./timeline.js";
@@ -24,6 +25,7 @@ const state = {
 };
 
 const timeline = new Timeline($("timeline"), (text) => roomStatus(text));
+const presence = new Presence($("people"), timeline);
 const composer = new Composer({
   form: $("composer"),
   box: $("message"),
@@ -31,7 +33,10 @@ const composer = new Composer({
   button: $("send"),
   status: $("composer-status"),
   onPosted: (event) => {
-    if (event && event.room === state.roomId && timeline.add(event)) scrollToEnd(true);
+    if (event && event.room === state.roomId && timeline.add(event)) {
+      scrollToEnd(true);
+      presence.eventsArrived();
+    }
   },
 });
 
@@ -52,6 +57,7 @@ function signOut(reason) {
   api.clearToken();
   if (state.inbox) state.inbox.stop();
   if (state.stream) state.stream.close();
+  presence.close();
   Object.assign(state, { me: null, roomId: null, stream: null, inbox: null });
   state.rooms.clear();
   state.buttons.clear();
@@ -189,6 +195,7 @@ async function fetchEvents(roomId, after, limit) {
 async function openRoom(roomId) {
   if (state.stream) state.stream.close();
   state.stream = null;
+  presence.close();
   state.roomId = roomId;
   sessionStorage.setItem(ROOM_KEY, roomId);
   for (const [id, button] of state.buttons) {
@@ -217,6 +224,7 @@ async function openRoom(roomId) {
   $("older").hidden = !(timeline.oldest > 1);
   scrollToEnd(true);
   if (state.inbox) state.inbox.show(roomId);
+  presence.open(room, state.me.workspace.name);
   const after = Math.max(room.last_seq, timeline.newest || 0);
   state.stream = new RoomStream(roomId, after, onLive, onStreamState);
 }
@@ -224,7 +232,9 @@ async function openRoom(roomId) {
 function onLive(event) {
   if (event.room !== state.roomId) return;
   const follow = nearEnd();
-  if (timeline.add(event) && follow) scrollToEnd(true);
+  if (!timeline.add(event)) return;
+  if (follow) scrollToEnd(true);
+  presence.eventsArrived();
 }
 
 function onStreamState(kind, err) {

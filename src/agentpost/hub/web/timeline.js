@@ -142,6 +142,23 @@ export class Timeline {
     return true;
   }
 
+  /** The ids of the newest `n` drawn events that woke someone, newest first. */
+  newestWithTargets(n) {
+    const ids = [];
+    for (let at = this.list.lastElementChild; at && ids.length < n; at = at.previousElementSibling) {
+      if (at.dataset.woke === "true") ids.push(at.dataset.eventId);
+    }
+    return ids;
+  }
+
+  showDelivery(id, text) {
+    const node = this.byId.get(id);
+    if (!node) return;
+    const line = node.querySelector(".delivery");
+    line.textContent = text;
+    line.hidden = !text;
+  }
+
   showReceipts(e1) {
     const node = this.byId.get(e1);
     if (!node) return;
@@ -197,6 +214,11 @@ export class Timeline {
     const reported = el("p", "reported");
     reported.hidden = true;
     item.append(reported);
+    const targets = Array.isArray(event.targets) ? event.targets : [];
+    item.dataset.woke = String(targets.length > 0);
+    const delivery = el("p", "delivery");
+    delivery.hidden = true;
+    item.append(delivery);
     item.append(this.routing(event));
     return item;
   }

@@ -1,0 +1,121 @@
+// Who is here and who got what (DESIGN.md §12): the room's participants marked online or
+// not (from the workspace's member list, asked again every 30 s while a room is open), and
+// under the newest messages that woke someone a "read by … / acked by …" line from each
+// message's delivery state. Delivery lines are asked for when the room opens and again when
+// new events arrive (at most once every 2 s), never on a timer of their own.
+
+import * as api from "./api.js";
+
+const MEMBERS_EVERY_MS = 30000;
+const DELIVERY_SETTLE_MS = 2000;
+const DELIVERY_NEWEST = 10; // messages with targets whose line is kept fresh
+
+/** The words of one delivery line, from a delivery state; "" when it woke no one. */
+export function deliveryText(delivery) {
+  const by = { acked: [], read: [], queued: [], removed: [] };
+  for (const t of delivery.targets || []) (by[t.state] || by.queued).push(t.member);
+  const parts = [];
+  if (by.acked.length) parts.push(`acked by ${by.acked.join(", ")}`);
+  if (by.read.length) parts.push(`read by ${by.read.join(", ")}`);
+  if (by.queued.length) parts.push(`not read yet by ${by.queued.join(", ")}`);
+  if (by.removed.length) parts.push(`removed: ${by.removed.join(", ")}`);
+  if (!parts.length) return "";
+  const text = parts.join(" · ");
+  return text[0].toUpperCase() + text.slice(1);
+}
+
+export class Presence {
+  /** list: the <ul> of participants; timeline: the room's Timeline. */
+  constructor(list, timeline) {
+    this.list = list;
+    this.timeline = timeline;
+    this.roomId = null;
+    this.participants = [];
+    this.workspace = null;
+    this.membersTimer = null;
+    this.deliveryTimer = null;
+    this.deliveryDue = false;
+  }
+
+  open(room, workspace) {
+    this.close();
+    this.roomId = room.id;
+    this.participants = room.participants || [];
+    this.workspace = workspace;
+    this.refreshMembers();
+    this.membersTimer = setInterval(() => this.refreshMembers(), MEMBERS_EVERY_MS);
+    this.refreshDelivery();
+  }
+
+  close() {
+    clearInterval(this.membersTimer);
+    clearTimeout(this.deliveryTimer);
+    this.membersTimer = this.deliveryTimer = null;
+    this.deliveryDue = false;
+    this.roomId = null;
+    this.list.replaceChildren();
+  }
+
+  async refreshMembers() {
+    const roomId = this.roomId;
+    let members;
+    try {
+      const path = `/v1/workspaces/${encodeURIComponent(this.workspace)}/members`;
+      members = (await api.call("GET", path)).body.members;
+    } catch {
+      return; // the next round asks again; the room itself says when the hub is gone
+    }
+    if (roomId !== this.roomId) return;
+    const byName = new Map(members.map((m) => [m.name, m]));
+    const items = [];
+    for (const name of [...this.participants].sort()) {
+      const m = byName.get(name);
+      const online = Boolean(m && m.online);
+      const item = document.createElement("li");
+      item.className = online ? "person online" : "person";
+      item.dataset.member = name;
+      item.dataset.online = String(online);
+      const who = document.createElement("span");
+      who.className = "person-name";
+      who.textContent = name;
+      const mark = document.createElement("span");
+      mark.className = "presence";
+      mark.textContent = online ? "online" : m && m.last_seen ? "away" : "never seen";
+      if (m && m.last_seen) mark.title = `last seen ${m.last_seen}`;
+      item.append(who, " ", mark);
+      items.push(item);
+    }
+    this.list.replaceChildren(...items);
+  }
+
+  /** New events arrived: refresh the delivery lines once things settle. */
+  eventsArrived() {
+    if (this.roomId === null) return;
+    if (this.deliveryTimer !== null) {
+      this.deliveryDue = true;
+      return;
+    }
+    this.refreshDelivery();
+  }
+
+  async refreshDelivery() {
+    const roomId = this.roomId;
+    this.deliveryDue = false;
+    this.deliveryTimer = setTimeout(() => {
+      this.deliveryTimer = null;
+      if (this.deliveryDue) this.refreshDelivery();
+    }, DELIVERY_SETTLE_MS);
+    const ids = this.timeline.newestWithTargets(DELIVERY_NEWEST);
+    await Promise.all(
+      ids.map(async (id) => {
+        try {
+          const path = `/v1/rooms/${encodeURIComponent(roomId)}/events/${encodeURIComponent(id)}/delivery`;
+          const { delivery } = (await api.call("GET", path)).body;
+          if (roomId === this.roomId) this.timeline.showDelivery(id, deliveryText(delivery));
+        } catch {
+          // Kept as it was: the next new event asks again.
+        }
+      }),
+    );
+  }
+}

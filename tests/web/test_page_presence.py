@@ -1,0 +1,67 @@
+"""The page shows who is here and who got what (DESIGN.md §9, §12): the room's participants
+marked online or not, and under a message that woke someone a "read by / acked by" line,
+refreshed when new events arrive, not by a poll of its own."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from playwright.sync_api import Page, Request, expect
+from webhelp import open_room, post, sign_in
+
+from hubproc import HubProcess, make_setup
+
+
+def test_the_room_view_marks_who_is_online(page: Page, hub: HubProcess) -> None:
+    s = make_setup(hub, ["alice", "carol"], ["bot", "helper"])
+    with hub.client(s.tokens["bot"]) as c:
+        assert c.get("/v1/me").status_code == 200  # bot was just seen; carol, helper never
+    sign_in(page, hub, s.tokens["alice"])
+    open_room(page, "general")
+    people = page.get_by_role("list", name="Who is here").get_by_role("listitem")
+    expect(people).to_have_count(4)
+    for name, mark in [
+        ("alice", "online"),
+        ("bot", "online"),
+        ("carol", "never seen"),
+        ("helper", "never seen"),
+    ]:
+        expect(people.filter(has_text=name)).to_have_text(f"{name} {mark}")
+
+
+def test_a_message_shows_who_read_and_acked_it_as_events_arrive(
+    page: Page, hub: HubProcess
+) -> None:
+    s = make_setup(hub, ["alice"], ["bot"])
+    asked = post(hub, s.tokens["alice"], s.room, "@bot do X")
+    asked_for_delivery: list[str] = []
+
+    def on_request(r: Request) -> None:
+        if r.url.endswith("/delivery"):
+            asked_for_delivery.append(r.url)
+
+    page.on("request", on_request)
+    sign_in(page, hub, s.tokens["alice"])
+    open_room(page, "general")
+    message = page.locator(f'[data-event-id="{asked["id"]}"]')
+    expect(message.get_by_text("Not read yet by bot")).to_be_visible()
+
+    # bot reads and acks: no new event, so the line waits (no poll of its own)...
+    with hub.client(s.tokens["bot"]) as c:
+        cursor = c.get("/v1/inbox").json()["cursor"]
+        assert c.post("/v1/inbox/ack", json={"cursor": cursor}).status_code == 200
+    time.sleep(2.5)  # longer than the settle time: shows that nothing is asked meanwhile
+    assert len(asked_for_delivery) == 1
+    expect(message.get_by_text("Not read yet by bot")).to_be_visible()
+
+    # ...until the room moves: bot's answer arrives by the stream and the line is asked again.
+    post(hub, s.tokens["bot"], s.room, "X is done", in_reply_to=asked["id"], reply_kind="result")
+    expect(message.get_by_text("Acked by bot")).to_be_visible(timeout=20_000)
+    # The answer woke alice; this very page follows her inbox, so whether it was handed to
+    # her before its line was asked for is a race: either way the line names her.
+    answer = page.locator("[data-event-id]").last
+    line = answer.get_by_text(re.compile(r"^(Read|Not read yet) by alice$"))
+    expect(line).to_be_visible(timeout=20_000)
+    # One request per message that woke someone, per refresh: 1 at open, 2 for the answer.
+    assert len(asked_for_delivery) <= 3, asked_for_delivery
