@@ -1,4 +1,4 @@
-"""The page shows who is here and who got what (DESIGN.md §9, §12): the room's participants
+"""The page shows who is here and who got what (docs/web.md, docs/presence.md): the room's participants
 marked online or not, and under a message that woke someone a "read by / acked by" line,
 refreshed when new events arrive, not by a poll of its own."""
 

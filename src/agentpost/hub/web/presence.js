@@ -1,4 +1,4 @@
-// Who is here and who got what (DESIGN.md §12): the room's participants marked online or
+// Who is here and who got what (docs/presence.md, docs/delivery.md): the room's participants marked online or
 // not (from the workspace's member list, asked again every 30 s while a room is open), and
 // under the newest messages that woke someone a "read by … / acked by …" line from each
 // message's delivery state. Delivery lines are asked for when the room opens and again when
