@@ -35,6 +35,7 @@ from agentpost.client.models import (
     Thread,
     ThreadSend,
 )
+from agentpost.client.transport import PooledTransport
 from agentpost.core.ids import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_RULE
 
 T = TypeVar("T")
@@ -99,7 +100,10 @@ class AsyncHubClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.has_token = bool(token)
         self._http = httpx.AsyncClient(
-            base_url=self.hub, headers=headers, timeout=timeout, transport=transport
+            base_url=self.hub,
+            headers=headers,
+            timeout=timeout,
+            transport=transport or PooledTransport(),
         )
 
     async def __aenter__(self) -> AsyncHubClient:
