@@ -8,6 +8,7 @@ temp files of a hub killed mid-upload are swept when a hub starts (`sweep_temp_f
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import hashlib
 import logging
@@ -17,6 +18,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -143,8 +145,6 @@ class BlobStore:
             if sink.error is not None:
                 raise sink.error
             upload = sink.result()
-            sink.out.flush()
-            os.fsync(sink.out.fileno())
         except OSError as exc:  # disk full, read-only, I/O error: the store, not the request
             _discard(sink.out, tmp_path)
             await _drain(stream, max_bytes + 65536)
@@ -152,15 +152,28 @@ class BlobStore:
         except BaseException:
             _discard(sink.out, tmp_path)
             raise
+        # The fsyncs wait on the disk for milliseconds: in a thread, so the event loop serves
+        # other requests meanwhile (and concurrent uploads share the journal's flushes). The
+        # blob is durable before this returns, as before.
+        await asyncio.to_thread(self._store, sink.out, tmp_path, upload.sha256)
+        return upload
+
+    def _store(self, out: BinaryIO, tmp_path: Path, sha256: str) -> None:
+        """fsync the temp file, move it into place, close it (blocking; off the loop)."""
+        try:
+            out.flush()
+            os.fsync(out.fileno())
+        except OSError as exc:
+            _discard(out, tmp_path)
+            raise _unavailable("cannot write an upload temp file", exc) from exc
         try:
             # Still open, so still locked: no other hub's start-up sweep can take it.
-            self.commit(tmp_path, upload.sha256)
+            self.commit(tmp_path, sha256)
         finally:
             try:
-                sink.out.close()
+                out.close()
             except OSError as exc:  # flushed and fsync'd already: nothing is lost
                 log.warning("closing upload temp file %s failed: %s", tmp_path, exc)
-        return upload
 
     def _new_temp_file(self) -> tuple[int, Path]:
         """A temp file for one upload, locked (`flock`) for as long as it is open, so a
