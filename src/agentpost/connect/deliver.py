@@ -190,7 +190,7 @@ class Deliveries:
             return retry(f"delivery is paused: {self.reason}", expires)
         entry = Entry(did, binding, b.room, self.worker_id, parts, first_seen=now)
         try:
-            self.ledger.first_seen(entry)  # rule 4: written ahead, before any hub call
+            await self.ledger.first_seen(entry)  # rule 4: written ahead, before any hub call
         except LedgerUnavailable as exc:
             log.error("first-seen write failed: %s", exc)
             return retry("the delivery ledger cannot be written", expires)
@@ -228,13 +228,13 @@ class Deliveries:
             except HubError as exc:  # 409 running, 5xx, timeouts, no connection
                 return retry(f"the hub could not take part {index} now ({exc.code})", expires)
             try:
-                self.ledger.posted(e, str(index), event_id)
+                await self.ledger.posted(e, str(index), event_id)
             except LedgerUnavailable:
                 return retry("the delivery ledger cannot be written", expires)
             _crash(f"after_part_{index}")
         indices = order(e.parts)
         result = delivered(indices, [e.posted[str(i)] for i in indices], expires)
-        self.ledger.finish(e, result)
+        await self.ledger.finish(e, result)
         return result
 
     async def _post_part(
@@ -288,14 +288,14 @@ class Deliveries:
                     e.room, text, key=keys.part_key(e.worker_id, e.id, "notice"),
                     metadata={"agentpost/notice": "delivery_partial"},
                 )
-                self.ledger.posted(e, "notice", res.event.id)
+                await self.ledger.posted(e, "notice", res.event.id)
             except (HubError, LedgerUnavailable) as exc:
                 if isinstance(exc, HubUnavailable) or not isinstance(exc, HubRefused):
                     return retry("the notice for a partial delivery could not be posted", expires)
                 log.error("notice for delivery %s refused: %s", e.id, exc)
         result = final(reason, data, expires)
         try:
-            self.ledger.finish(e, result)
+            await self.ledger.finish(e, result)
         except LedgerUnavailable:
             return retry("the delivery ledger cannot be written", expires)
         return result

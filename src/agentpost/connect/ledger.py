@@ -3,7 +3,8 @@ synchronous FULL, one writer per workspace (the Worker holds `worker.lock`).
 
 Each entry: id, binding, room, worker id, per-part state (event ids), first-seen, result.
 Written ahead: the first-seen entry is committed (fsync'd by FULL) before the first hub
-call. Read fail-closed: any error reading it is `LedgerUnavailable` (answer `retry`),
+call. Writes go through one writer thread that commits many at once (`LedgerWriter`), each
+answered only after its commit; reads run on the caller's own connection. Read fail-closed: any error reading it is `LedgerUnavailable` (answer `retry`),
 never "no entry". Bindings live here too, under the same durability rules.
 Retention: entries are kept 30 days whatever their binding; at most 10,000, never dropping
 one in progress or one finished less than 24 h ago.
@@ -14,15 +15,21 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from agentpost.connect.ledgerwriter import LedgerWriter
 
 IN_PROGRESS = "in_progress"
 FINISHED = "finished"
 KEEP_SECONDS = 30 * 86400
 CAP = 10_000
 YOUNG_SECONDS = 86400
+BUSY_MS = 5000
+
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
@@ -71,21 +78,38 @@ class Ledger:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._db: sqlite3.Connection | None = None
+        self._writer: LedgerWriter | None = None
 
     def open(self) -> None:
+        """Open (once) the read connection and the writer thread's connection."""
+        if self._db is not None:
+            return
         try:
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
+            db = self._connect()
             db.executescript(_SCHEMA)
             columns = {r[1] for r in db.execute("PRAGMA table_info(bindings)").fetchall()}
             if "revoked_reason" not in columns:  # a ledger written before revocations said why
                 db.execute("ALTER TABLE bindings ADD COLUMN revoked_reason TEXT")
             db.execute("SELECT COUNT(*) FROM deliveries").fetchone()
             self.path.chmod(0o600)
+            writer = LedgerWriter(self._connect())
         except (sqlite3.Error, OSError) as exc:
             raise LedgerUnavailable(f"{self.path}: {exc}") from exc
-        self._db = db
+        self._db, self._writer = db, writer
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        return db
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.stop()
+        if self._db is not None:
+            self._db.close()
+        self._db = self._writer = None
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -94,8 +118,27 @@ class Ledger:
         return self._db
 
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """A read, on this thread's connection."""
         try:
             return self._conn().execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"{self.path}: {exc}") from exc
+
+    def _writer_or_fail(self) -> LedgerWriter:
+        self._conn()
+        assert self._writer is not None
+        return self._writer
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A write, committed (fsync'd) with whatever else is waiting when this returns."""
+        try:
+            return await self._writer_or_fail().run(fn)
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"{self.path}: {exc}") from exc
+
+    def _write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return self._writer_or_fail().run_sync(fn)
         except sqlite3.Error as exc:
             raise LedgerUnavailable(f"{self.path}: {exc}") from exc
 
@@ -118,23 +161,29 @@ class Ledger:
         except (ValueError, TypeError) as exc:
             raise LedgerUnavailable(f"entry {delivery_id!r} cannot be read: {exc}") from exc
 
-    def first_seen(self, e: Entry) -> None:
+    async def first_seen(self, e: Entry) -> None:
         """Write the entry ahead of any hub call (committed and fsync'd when this returns)."""
-        self._run(
-            "INSERT INTO deliveries (id, binding, room, worker_id, parts, posted, state,"
-            " first_seen) VALUES (?, ?, ?, ?, ?, '{}', ?, ?)",
-            (e.id, e.binding, e.room, e.worker_id, json.dumps(e.parts), IN_PROGRESS, e.first_seen),
+        row = (e.id, e.binding, e.room, e.worker_id, json.dumps(e.parts), IN_PROGRESS, e.first_seen)
+        await self._write(
+            lambda db: db.execute(
+                "INSERT INTO deliveries (id, binding, room, worker_id, parts, posted, state,"
+                " first_seen) VALUES (?, ?, ?, ?, ?, '{}', ?, ?)",
+                row,
+            )
         )
 
-    def posted(self, e: Entry, part: str, event_id: str) -> None:
+    async def posted(self, e: Entry, part: str, event_id: str) -> None:
         e.posted[part] = event_id
-        self._run("UPDATE deliveries SET posted = ? WHERE id = ?", (json.dumps(e.posted), e.id))
+        row = (json.dumps(e.posted), e.id)
+        await self._write(lambda db: db.execute("UPDATE deliveries SET posted = ? WHERE id = ?", row))
 
-    def finish(self, e: Entry, result: dict[str, Any]) -> None:
+    async def finish(self, e: Entry, result: dict[str, Any]) -> None:
         e.state, e.result = FINISHED, result
-        self._run(
-            "UPDATE deliveries SET state = ?, result = ?, finished_at = ? WHERE id = ?",
-            (FINISHED, json.dumps(result), time.time(), e.id),
+        row = (FINISHED, json.dumps(result), time.time(), e.id)
+        await self._write(
+            lambda db: db.execute(
+                "UPDATE deliveries SET state = ?, result = ?, finished_at = ? WHERE id = ?", row
+            )
         )
 
     def worker_ids(self) -> set[str]:
@@ -172,22 +221,26 @@ class Ledger:
     def prune(self, now: float) -> int:
         """Drop entries past 30 days, then the oldest finished ones over the cap (never one in
         progress, never one finished less than 24 h ago)."""
-        gone = len(
-            self._run(
-                "DELETE FROM deliveries WHERE state = ? AND first_seen < ? RETURNING id",
-                (FINISHED, now - KEEP_SECONDS),
+
+        def job(db: sqlite3.Connection) -> int:
+            gone = len(
+                db.execute(
+                    "DELETE FROM deliveries WHERE state = ? AND first_seen < ? RETURNING id",
+                    (FINISHED, now - KEEP_SECONDS),
+                ).fetchall()
             )
-        )
-        (count,) = self._run("SELECT COUNT(*) FROM deliveries")[0]
-        if count > CAP:
-            gone += len(
-                self._run(
-                    "DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE state = ?"
-                    " AND finished_at < ? ORDER BY first_seen LIMIT ?) RETURNING id",
-                    (FINISHED, now - YOUNG_SECONDS, count - CAP),
+            (count,) = db.execute("SELECT COUNT(*) FROM deliveries").fetchone()
+            if count > CAP:
+                gone += len(
+                    db.execute(
+                        "DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE"
+                        " state = ? AND finished_at < ? ORDER BY first_seen LIMIT ?) RETURNING id",
+                        (FINISHED, now - YOUNG_SECONDS, count - CAP),
+                    ).fetchall()
                 )
-            )
-        return gone
+            return gone
+
+        return self._write_sync(job)
 
     # -- bindings ---------------------------------------------------------------------
 
@@ -209,11 +262,14 @@ class Ledger:
         return self.binding(rows[0][0]) if rows else None
 
     def save_binding(self, b: Binding) -> None:
-        self._run(
-            "INSERT INTO bindings (binding, room, who, owner_tier, export_dir, expires_at, revoked)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (binding) DO UPDATE SET"
-            " expires_at = excluded.expires_at, revoked = excluded.revoked",
-            (b.binding, b.room, b.who, int(b.owner_tier), b.export_dir, b.expires_at, int(b.revoked)),
+        row = (b.binding, b.room, b.who, int(b.owner_tier), b.export_dir, b.expires_at, int(b.revoked))
+        self._write_sync(
+            lambda db: db.execute(
+                "INSERT INTO bindings (binding, room, who, owner_tier, export_dir, expires_at,"
+                " revoked) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (binding) DO UPDATE SET"
+                " expires_at = excluded.expires_at, revoked = excluded.revoked",
+                row,
+            )
         )
 
     def revoke(self, binding: str, reason: str) -> None:

@@ -1,0 +1,165 @@
+"""Group commit for the delivery ledger (DESIGN.md §6 "Ledger": WAL, synchronous FULL).
+
+One thread owns the ledger's write connection. It takes every write job waiting, runs them
+in ONE transaction (each in its own savepoint, so a failing job is undone alone), commits
+once — the fsync — and only then answers each job. So 16 deliveries in flight share one
+fsync instead of paying one each, and no commit ever blocks the Worker's event loop.
+Write-ahead still holds per job: an answer means that job's rows are on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+log = logging.getLogger("agentpost.connect.ledger")
+
+T = TypeVar("T")
+MAX_BATCH = 256
+
+WriteJob = Callable[[sqlite3.Connection], Any]
+
+
+class _Job:
+    __slots__ = ("fn", "future", "loop", "ok", "value")
+
+    def __init__(
+        self,
+        fn: WriteJob,
+        future: asyncio.Future[Any] | concurrent.futures.Future[Any],
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> None:
+        self.fn = fn
+        self.future = future
+        self.loop = loop
+        self.ok = False
+        self.value: Any = None
+
+
+class LedgerWriter:
+    """`await writer.run(fn)` runs `fn(conn)` in the next batch and returns its value once
+    the batch's commit returned; `writer.run_sync(fn)` the same for callers off the loop
+    (or rare ones on it). A job that raises gets its exception back; a failed commit gives
+    every job of the batch `sqlite3.OperationalError`."""
+
+    def __init__(self, conn: sqlite3.Connection, name: str = "ledger-writer") -> None:
+        self._conn = conn
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+        self._queue.put(_Job(fn, fut, loop))
+        return await fut
+
+    def run_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("run_sync from the ledger writer itself would deadlock")
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._queue.put(_Job(fn, fut, None))
+        return fut.result()
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            batch = [job]
+            stop = False
+            while len(batch) < MAX_BATCH:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+            try:
+                self._run(batch)
+            except BaseException as exc:  # the writer must never die silently
+                log.exception("ledger write batch of %d failed unexpectedly", len(batch))
+                for j in batch:
+                    j.ok, j.value = False, sqlite3.OperationalError(f"ledger writer: {exc!r}")
+            self._answer(batch)
+            if stop:
+                return
+
+    def _run(self, batch: list[_Job]) -> None:
+        db = self._conn
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            for j in batch:
+                j.ok, j.value = False, exc
+            return
+        for j in batch:
+            try:
+                db.execute("SAVEPOINT job")
+                j.ok, j.value = True, j.fn(db)
+                db.execute("RELEASE job")
+            except Exception as exc:  # this job's error is its own answer; the rest go on
+                j.ok, j.value = False, exc
+                if db.in_transaction:
+                    try:
+                        db.execute("ROLLBACK TO job")
+                        db.execute("RELEASE job")
+                    except sqlite3.Error:
+                        log.exception("undoing a failed ledger job failed")
+            if not db.in_transaction:  # SQLite itself rolled the batch back (disk full, I/O)
+                failure = sqlite3.OperationalError("the ledger transaction was rolled back")
+                for k in batch:
+                    k.ok, k.value = False, failure
+                return
+        try:
+            db.execute("COMMIT")  # synchronous=FULL: the WAL is fsync'd before this returns
+        except sqlite3.Error as exc:
+            log.error("ledger commit failed, batch of %d rolled back: %s", len(batch), exc)
+            if db.in_transaction:
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    log.exception("rollback after a failed ledger commit also failed")
+            for j in batch:
+                j.ok, j.value = False, exc
+
+    def _answer(self, batch: list[_Job]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
+        for j in batch:
+            if j.loop is None:
+                assert isinstance(j.future, concurrent.futures.Future)
+                if j.ok:
+                    j.future.set_result(j.value)
+                else:
+                    j.future.set_exception(j.value)
+            else:
+                by_loop.setdefault(j.loop, []).append(j)
+        for loop, jobs in by_loop.items():  # one wake-up of each loop per batch
+            try:
+                loop.call_soon_threadsafe(_settle, jobs)
+            except RuntimeError:  # that loop is closed: nobody waits for these answers
+                log.info("ledger answers for a closed event loop dropped (%d)", len(jobs))
+
+
+def _settle(jobs: list[_Job]) -> None:
+    for j in jobs:
+        fut = j.future
+        assert isinstance(fut, asyncio.Future)
+        if fut.done():  # its waiter was cancelled; the write itself is committed
+            continue
+        if j.ok:
+            fut.set_result(j.value)
+        else:
+            fut.set_exception(j.value)
