@@ -275,9 +275,12 @@ class Ledger:
     def revoke(self, binding: str, reason: str) -> None:
         """The hub said this binding's sender can no longer be answered there: every later
         delivery under it is `rejected` (committed and fsync'd when this returns)."""
-        self._run(
-            "UPDATE bindings SET revoked = 1, revoked_reason = ? WHERE binding = ? AND revoked = 0",
-            (reason, binding),
+        self._write_sync(
+            lambda db: db.execute(
+                "UPDATE bindings SET revoked = 1, revoked_reason = ?"
+                " WHERE binding = ? AND revoked = 0",
+                (reason, binding),
+            )
         )
 
     def bindings(self) -> list[Binding]:
