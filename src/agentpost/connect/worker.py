@@ -42,6 +42,7 @@ STOP = "/stop"
 HEARTBEAT_ENV = "AGENTPOST_CONNECT_HEARTBEAT"
 HEARTBEAT = 20.0
 PRUNE_EVERY = 3600.0
+STANDING_SECONDS = 1.0
 
 
 @dataclass
@@ -95,6 +96,7 @@ class Worker:
         self._told: set[tuple[str, str]] = set()
         self._stop = asyncio.Event()
         self.presence: dict[str, Any] = {}
+        self._standings: dict[tuple[str, str], tuple[float, asyncio.Future[str | None]]] = {}
 
     # -- start and stop ---------------------------------------------------------------
 
@@ -213,7 +215,25 @@ class Worker:
 
     async def _standing(self, room: str, who: str) -> str | None:
         """Why the hub says `who` can no longer be answered in `room`, or None (§6
-        "Bindings": revoked when the hub reports the sender left the room or was removed)."""
+        "Bindings": revoked when the hub reports the sender left the room or was removed).
+        Deliveries side by side share one question; a "still there" answer serves for
+        STANDING_SECONDS (a removal is seen that much later at most: a delivery already on
+        its way races a removal anyway). A failed question is asked again next time."""
+        now = time.monotonic()
+        asked = self._standings.get((room, who))
+        if asked is None or (
+            asked[1].done()
+            and (
+                asked[1].cancelled()
+                or asked[1].exception() is not None
+                or now - asked[0] > STANDING_SECONDS
+            )
+        ):
+            asked = (now, asyncio.ensure_future(self._ask_standing(room, who)))
+            self._standings[(room, who)] = asked
+        return await asyncio.shield(asked[1])
+
+    async def _ask_standing(self, room: str, who: str) -> str | None:
         try:
             found = await self.client.room(room)
         except HubRefused as exc:
