@@ -324,7 +324,8 @@ def write_plain(tx: Tx, posts: list[PlainPost]) -> list[tuple[Answer, list[str]]
             [room_key(room.id), *(inbox_key(mid) for mid, _name in targets)],
         )
     if rows:
-        rooms.set_seqs(tx, last)
-        events.insert_many(tx, rows)
-        keys.finish_many(tx, records)
+        with tx.pipeline():  # independent of each other: one round trip on PostgreSQL
+            rooms.set_seqs(tx, last)
+            events.insert_many(tx, rows)
+            keys.finish_many(tx, records)
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -32,6 +33,12 @@ class Db(Protocol):
     def all(self, sql: str, params: Params = ()) -> list[Row]: ...
 
     def run(self, sql: str, params: Params = ()) -> int: ...
+
+    def pipeline(self) -> AbstractContextManager[None]:
+        """Statements inside do not depend on each other's results: PostgreSQL sends them
+        in one round trip (pipeline mode), errors raising at the block's end; SQLite runs
+        them one by one as always. `run` may not be relied on for a row count inside."""
+        ...
 
 
 class Tx(Db, Protocol):

@@ -12,10 +12,11 @@ either engine (one code path, no async twin).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -60,6 +61,11 @@ class PgDb:
 
     def run(self, sql: str, params: Params = ()) -> int:
         return self.conn.execute(_sql(sql), tuple(params)).rowcount
+
+    @contextlib.contextmanager
+    def pipeline(self) -> Iterator[None]:
+        with self.conn.pipeline():
+            yield
 
 
 class PgTx(PgDb, JobState):

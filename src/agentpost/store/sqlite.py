@@ -8,9 +8,11 @@ WAL lets them proceed while the writer commits (docs/deploy.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TypeVar
 
@@ -41,6 +43,9 @@ class SQLiteDb:
 
     def run(self, sql: str, params: Params = ()) -> int:
         return self.conn.execute(sql, params).rowcount
+
+    def pipeline(self) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()  # in-process: no round trips to save
 
 
 class SQLiteTx(SQLiteDb, JobState):
