@@ -234,20 +234,22 @@ class Worker:
         return await asyncio.shield(asked[1])
 
     async def _ask_standing(self, room: str, who: str) -> str | None:
-        try:
-            found = await self.client.room(room)
-        except HubRefused as exc:
-            if exc.status in (403, 404):
-                return f"{self.me} is no longer in the room ({exc.code})"
-            raise
+        # Both asked at once: they are independent, and this runs before new deliveries.
+        found, member = await asyncio.gather(
+            self.client.room(room),
+            self.client.member(self.workspace_name, who),
+            return_exceptions=True,
+        )
+        if isinstance(found, BaseException):
+            if isinstance(found, HubRefused) and found.status in (403, 404):
+                return f"{self.me} is no longer in the room ({found.code})"
+            raise found
         if who not in found.participants:
             return f"{who} left the room"
-        try:
-            member = await self.client.member(self.workspace_name, who)
-        except HubRefused as exc:
-            if exc.status == 404:
-                return f"{who} was removed ({exc.code})"
-            raise
+        if isinstance(member, BaseException):
+            if isinstance(member, HubRefused) and member.status == 404:
+                return f"{who} was removed ({member.code})"
+            raise member
         return None if member.status == "active" else f"{who} was removed"
 
     def _client_meta(self) -> dict[str, Any]:
