@@ -333,6 +333,30 @@ def test_past_23_hours_an_unfinished_delivery_is_expired_with_a_notice(f: Faulty
 # -- rule 3 and "Bindings": demoted, left, removed ------------------------------------------
 
 
+def test_a_resend_after_the_binding_expired_is_answered_from_the_ledger(f: Faulty) -> None:
+    """Rule 1 before rule 3: a known id answers from the ledger whatever became of its
+    binding; a new id under the expired binding is `rejected`."""
+    side = new_room(f, "side-expired", ["bot"])
+    b = binding(f, "alice", side)
+    request = {
+        "binding": b["binding"],
+        "id": "fexpired",
+        "parts": [{"type": "text", "text": "before it expired"}],
+    }
+    r = deliver(f, request)
+    assert r["status"] == "delivered", r
+    with closing(sqlite3.connect(f.ws / "deliveries.sqlite3")) as db, db:  # the real ledger
+        n = db.execute(
+            "UPDATE bindings SET expires_at = ? WHERE binding = ?", (time.time() - 60, b["binding"])
+        )
+        assert n.rowcount == 1
+    assert deliver(f, request) == r
+    assert len(texts(f, "before it expired", side)) == 1
+    new = deliver(f, {**request, "id": "fexpired2"})
+    assert (new["status"], new["reason"]) == ("final", "rejected"), new
+    assert new["data"] == {"binding": b["binding"], "why": "binding expired"}
+
+
 def test_a_demoted_collaborator_is_rejected_never_posted_under_the_owners_binding(
     f: Faulty,
 ) -> None:
