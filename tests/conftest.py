@@ -10,13 +10,9 @@ missing database is a failure, not a skip.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
 import os
 import shutil
 import sys
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from hubproc import HubProcess, Setup, make_setup  # noqa: E402
-from pgcluster import Cluster, server_binaries  # noqa: E402
+from pgcluster import Cluster, server_binaries, server_lock  # noqa: E402
 
 REQUIRE_PG = os.environ.get("AGENTPOST_REQUIRE_POSTGRES") == "1"
 
@@ -109,19 +105,6 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str | None]:
         finally:
             with psycopg.connect(pg.dsn, autocommit=True) as conn:
                 conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-
-
-@contextlib.contextmanager
-def server_lock(dsn: str, exclusive: bool) -> Iterator[None]:
-    """A machine-wide reader/writer lock per PostgreSQL server (flock on a temp file)."""
-    digest = hashlib.sha256(dsn.encode()).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / f"agentpost-test-pg-{digest}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 @pytest.fixture

@@ -7,13 +7,17 @@ initdb refuses to run as root; as root the cluster belongs to the `postgres` sys
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
+import hashlib
 import os
 import pwd
 import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -117,3 +121,16 @@ class Cluster:
 
     def _remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def server_lock(dsn: str, exclusive: bool) -> Iterator[None]:
+    """A machine-wide reader/writer lock per PostgreSQL server (flock on a temp file)."""
+    digest = hashlib.sha256(dsn.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"agentpost-test-pg-{digest}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock

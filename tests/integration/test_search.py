@@ -62,7 +62,7 @@ def _pg_schema(request: pytest.FixtureRequest) -> Iterator[str]:
         pytest.skip("no PostgreSQL: set AGENTPOST_TEST_PG_DSN or install the server (initdb)")
     import psycopg
 
-    from conftest import server_lock
+    from pgcluster import server_lock
 
     with server_lock(pg.dsn, exclusive=False):
         schema = "t_" + uuid.uuid4().hex[:16]
