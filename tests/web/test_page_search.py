@@ -1,4 +1,4 @@
-"""The page's search box (DESIGN.md §12, docs/search.md): hits from the rooms you take
+"""The page's search box (docs/search.md): hits from the rooms you take
 part in only, the matched words marked from the hub's offsets (as text, never markup), and
 choosing a hit opens its room at that event, paging back to it when it is old."""
 
