@@ -189,6 +189,7 @@ class Deliveries:
         if not self.enabled:
             return retry(f"delivery is paused: {self.reason}", expires)
         entry = Entry(did, binding, b.room, self.worker_id, parts, first_seen=now)
+        _crash("before_first_seen")
         try:
             await self.ledger.first_seen(entry)  # rule 4: written ahead, before any hub call
         except LedgerUnavailable as exc:
