@@ -42,3 +42,30 @@ def test_kill_9_during_a_delivery_then_resend_posts_each_part_once(
     assert sorted(result["event_ids"]) == sorted(
         x["id"] for x in evs if x["text"] == "crash text" or x["type"] == "media"
     )
+
+
+def test_worker_id_deleted_after_a_kill_in_progress_entries_still_finish(
+    connected: Connected,
+) -> None:
+    """DESIGN.md §6 "Ledger": with a ledger and no worker-id, delivery is not enabled, yet
+    the entry left in progress finishes under its stored worker id and key."""
+    w = connected.worker(agent_cmd(TRICK), env={"AGENTPOST_CONNECT_CRASH_POINT": "after_part_1"})
+    e = connected.say("alice", "@bot binding")
+    b = json.loads(connected.wait_reply(e["id"])["text"])
+    Path(b["export_dir"], "f.txt").write_text("F")
+    parts = [{"type": "text", "text": "orphan text"}, {"type": "file", "path": "$EXPORT/f.txt"}]
+    connected.say(
+        "alice", "@bot deliver " + json.dumps({"binding": "$BINDING", "id": "o1", "parts": parts})
+    )
+    assert w.proc is not None
+    assert w.proc.wait(60) == -9  # the file is posted, the text is not
+    ws = connected.tmp / "ws-bot"
+    (ws / "worker-id").unlink()
+    del w.env["AGENTPOST_CONNECT_CRASH_POINT"]
+    w.start()
+    assert "not enabled: worker-id is missing; a new one is never minted" in w.log()
+    wait_for(lambda: "delivery o1 resumed at start: delivered" in w.log())
+    evs = connected.events()
+    assert len([x for x in evs if x["text"] == "orphan text"]) == 1
+    assert len([x for x in evs if x["type"] == "media"]) == 1
+    assert not (ws / "worker-id").exists()
