@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from agentpost.core.queues import take_batch
+
 log = logging.getLogger("agentpost.connect.ledger")
 
 T = TypeVar("T")
@@ -73,20 +75,9 @@ class LedgerWriter:
 
     def _loop(self) -> None:
         while True:
-            job = self._queue.get()
-            if job is None:
+            batch, stop = take_batch(self._queue, MAX_BATCH)
+            if not batch:
                 return
-            batch = [job]
-            stop = False
-            while len(batch) < MAX_BATCH:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stop = True
-                    break
-                batch.append(nxt)
             try:
                 self._run(batch)
             except BaseException as exc:  # the writer must never die silently

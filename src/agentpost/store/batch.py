@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentpost.core.errors import AgentpostError, StorageUnavailable
+from agentpost.core.queues import take_batch
 from agentpost.store.engine import CrashPoints, UndoJob
 
 log = logging.getLogger("agentpost.store")
@@ -136,20 +137,9 @@ class GroupCommitWriter:
 
     def _loop(self) -> None:
         while True:
-            job = self._queue.get()
-            if job is None:
+            batch, stop = take_batch(self._queue, MAX_BATCH)
+            if not batch:
                 return
-            batch = [job]
-            stop = False
-            while len(batch) < MAX_BATCH:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stop = True
-                    break
-                batch.append(nxt)
             batch.sort(key=lambda job: job[3])
             try:
                 self._run(batch)
