@@ -11,6 +11,8 @@ https, request bodies sent with their headers in one write when small, streamed 
 A reused connection that the hub closed meanwhile (its keep-alive timer) is skipped when
 that is already visible; if it only shows as an answer-less EOF, the request is sent again
 on a fresh connection only when resending cannot post twice (GET, or a keyed request).
+If that fresh connection cannot be made, the failure says the request may have been received
+(never "cannot connect", which tells callers nothing was sent).
 """
 
 from __future__ import annotations
@@ -179,10 +181,21 @@ class PooledTransport(httpx.AsyncBaseTransport):
             "idempotency-key" in request.headers and chunks is None
         )
         timeouts = _timeouts(request)
+        maybe_sent = False
         while True:
             conn = self._take(key)
             if conn is None:
-                conn = await self._open(key, timeouts.get("connect"))
+                try:
+                    conn = await self._open(key, timeouts.get("connect"))
+                except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                    if not maybe_sent:
+                        raise
+                    # The first try went out on a connection that then died unanswered: the
+                    # hub may have taken it. "Could not connect" would say nothing was sent.
+                    raise httpx.RemoteProtocolError(
+                        "the hub closed the connection without answering and then could not"
+                        f" be reached again ({exc}): the request may have been received"
+                    ) from exc
             try:
                 return await self._exchange(key, conn, request, head, body, chunks, timeouts)
             except _Stale:
@@ -190,6 +203,7 @@ class PooledTransport(httpx.AsyncBaseTransport):
                     raise httpx.RemoteProtocolError(
                         "the hub closed a kept-alive connection before answering"
                     ) from None
+                maybe_sent = True
                 continue  # the next try takes a fresh connection unless another is idle
 
     async def _exchange(
