@@ -12,7 +12,16 @@ from agentpost.hub.errors import json_response
 from agentpost.hub.openapi import document_bytes
 from agentpost.hub.state import hub_of
 
-FEATURES = ["room_post_idempotency", "media", "sse", "inbox", "threads"]
+FEATURES = [
+    "room_post_idempotency",
+    "media",
+    "sse",
+    "inbox",
+    "threads",
+    "delivery_state",
+    "presence",
+    "search",
+]
 
 
 async def healthz(request: Request) -> Response:
