@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from hubproc import HubProcess
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def agentpost(
@@ -52,3 +56,18 @@ def json_error(p: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert set(body["error"]) >= {"code", "message", "retryable"}, body
     err: dict[str, Any] = body["error"]
     return err
+
+
+def run_doc_block(doc: Path, hub: HubProcess) -> subprocess.CompletedProcess[str]:
+    """Run the one ```sh block of `doc` as written, in bash -euo pipefail from the repository
+    root, against `hub` (AGENTPOST_HUB and the admin token set, nothing else of ours);
+    asserts it exits 0."""
+    (script,) = re.findall(r"```sh\n(.*?)```", doc.read_text(), re.S)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
+    env |= {"AGENTPOST_HUB": hub.url, "AGENTPOST_ADMIN_TOKEN": hub.admin_token}
+    p = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p

@@ -5,9 +5,6 @@ Human `hana`, agents `a`, `b`; `olga` is in the workspace but not in the room.""
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +12,7 @@ import httpx
 import pytest
 from routing_helpers import Room, remove
 
-from clirun import agentpost
+from clirun import agentpost, run_doc_block
 from hubproc import HubProcess, make_setup, poll
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,15 +168,7 @@ def test_cli_status_waits_for_acked(room: Room) -> None:
 
 
 def test_docs_delivery_md_runs_as_written(hub: HubProcess, tmp_path: Path) -> None:
-    doc = (ROOT / "docs" / "delivery.md").read_text()
-    (script,) = re.findall(r"```sh\n(.*?)```", doc, re.S)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
-    env |= {"AGENTPOST_HUB": hub.url, "AGENTPOST_ADMIN_TOKEN": hub.admin_token}
-    p = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert p.returncode == 0, p.stdout + p.stderr
+    p = run_doc_block(ROOT / "docs" / "delivery.md", hub)
     last = json.loads(p.stdout.strip().splitlines()[-1])
     assert [t["state"] for t in last["targets"]] == ["acked"]
     assert [(r["state"], r["reply_kind"]) for r in last["receipts"]] == [("replied", "result")]

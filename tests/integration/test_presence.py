@@ -6,9 +6,6 @@ Humans alice, carol; agents bot, helper (owner alice)."""
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -18,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from clirun import agentpost
+from clirun import agentpost, run_doc_block
 from hubproc import HubProcess, make_setup, poll
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,15 +206,7 @@ def test_agentpost_members_defaults_to_the_tokens_workspace(
 
 
 def test_docs_presence_md_runs_as_written(hub: HubProcess) -> None:
-    doc = (ROOT / "docs" / "presence.md").read_text()
-    (script,) = re.findall(r"```sh\n(.*?)```", doc, re.S)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
-    env |= {"AGENTPOST_HUB": hub.url, "AGENTPOST_ADMIN_TOKEN": hub.admin_token}
-    p = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert p.returncode == 0, p.stdout + p.stderr
+    p = run_doc_block(ROOT / "docs" / "presence.md", hub)
     last = json.loads(p.stdout.strip().splitlines()[-1])
     assert {m["name"]: (m["online"], m["last_seen"] is None) for m in last["members"]} == {
         "bot": (True, False),

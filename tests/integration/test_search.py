@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
-import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clirun import agentpost
+from clirun import agentpost, run_doc_block
 from hubproc import HubProcess, make_setup
 
 
@@ -287,19 +285,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_docs_search_md_runs_as_written(hub: HubProcess) -> None:
-    doc = (ROOT / "docs" / "search.md").read_text()
-    (script,) = re.findall(r"```sh\n(.*?)```", doc, re.S)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
-    env |= {"AGENTPOST_HUB": hub.url, "AGENTPOST_ADMIN_TOKEN": hub.admin_token}
-    p = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert p.returncode == 0, p.stdout + p.stderr
+    p = run_doc_block(ROOT / "docs" / "search.md", hub)
     lines = p.stdout.strip().splitlines()
     last = json.loads(lines[-1])
     assert [h["event"]["text"] for h in last["hits"]] == ["deploy fixed: café hours are back"]
