@@ -229,7 +229,7 @@ class Deliveries:
             except HubError as exc:  # 409 running, 5xx, timeouts, no connection
                 return retry(f"the hub could not take part {index} now ({exc.code})", expires)
             try:
-                await self.ledger.posted(e, str(index), event_id)
+                self.ledger.note_posted(e, str(index), event_id)
             except LedgerUnavailable:
                 return retry("the delivery ledger cannot be written", expires)
             _crash(f"after_part_{index}")

@@ -177,6 +177,20 @@ class Ledger:
         row = (json.dumps(e.posted), e.id)
         await self._write(lambda db: db.execute("UPDATE deliveries SET posted = ? WHERE id = ?", row))
 
+    def note_posted(self, e: Entry, part: str, event_id: str) -> None:
+        """Record a posted part without waiting for its fsync. Per-part state need not be on
+        disk before the next part: a Worker killed first re-posts that part under the same
+        key after its restart, and the hub answers it from the key (a replay, same event).
+        The `finish` that follows is awaited, and commits after this (jobs commit in order)."""
+        e.posted[part] = event_id
+        row = (json.dumps(e.posted), e.id)
+        try:
+            self._writer_or_fail().submit(
+                lambda db: db.execute("UPDATE deliveries SET posted = ? WHERE id = ?", row)
+            )
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"{self.path}: {exc}") from exc
+
     async def finish(self, e: Entry, result: dict[str, Any]) -> None:
         e.state, e.result = FINISHED, result
         row = (FINISHED, json.dumps(result), time.time(), e.id)

@@ -69,6 +69,14 @@ class LedgerWriter:
         self._queue.put(_Job(fn, fut, None))
         return fut.result()
 
+    def submit(self, fn: WriteJob) -> None:
+        """Queue `fn` for the next batch without waiting for its commit. Jobs commit in the
+        order they were queued, so a later awaited `run` returning means this one is on disk
+        too. A failure is logged (the caller chose not to wait for the answer)."""
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        fut.add_done_callback(_log_failure)
+        self._queue.put(_Job(fn, fut, None))
+
     def stop(self) -> None:
         self._queue.put(None)
         self._thread.join()
@@ -142,6 +150,12 @@ class LedgerWriter:
                 loop.call_soon_threadsafe(_settle, jobs)
             except RuntimeError:  # that loop is closed: nobody waits for these answers
                 log.info("ledger answers for a closed event loop dropped (%d)", len(jobs))
+
+
+def _log_failure(fut: concurrent.futures.Future[Any]) -> None:
+    exc = fut.exception()
+    if exc is not None:
+        log.error("a ledger write nobody waited for failed: %s", exc)
 
 
 def _settle(jobs: list[_Job]) -> None:
