@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import os
 
+import pytest
+
+from agentpost.hub.blobs import SMALL_BODY
 from hubproc import HubProcess, Setup, make_setup
 
 
@@ -55,6 +59,31 @@ def test_blobs_are_content_addressed_once(setup: Setup) -> None:
     blob = setup.hub.data_dir / "blobs" / digest[:2] / digest
     assert blob.read_bytes() == data
     assert list((setup.hub.data_dir / "blobs" / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "size", [1, SMALL_BODY - 400, SMALL_BODY + 1, 3 * SMALL_BODY], ids=["tiny", "small", "over", "large"]
+)
+def test_small_bodies_in_memory_and_large_ones_streamed_store_the_same(
+    setup: Setup, size: int
+) -> None:
+    """A body up to `SMALL_BODY` is parsed in memory and written once; a longer one is
+    streamed to a temp file: either way the blob is whole, named by its hash, and nothing
+    is left in the temp dir."""
+    data = os.urandom(size)
+    digest = hashlib.sha256(data).hexdigest()
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        r = upload(c, setup.room, data, "x.bin", key=f"size-{size}", caption="cap")
+        assert r.status_code == 201, r.text
+        assert r.json()["media"]["sha256"] == digest and r.json()["media"]["size"] == size
+        assert r.json()["event"]["text"] == "cap"
+        again = upload(c, setup.room, data, "x.bin", key=f"size-{size}", caption="cap")
+        assert again.headers["idempotency-status"] == "replayed"
+        got = c.get(f"/v1/media/{r.json()['media']['id']}")
+        assert got.status_code == 200 and got.content == data
+    blobs = setup.hub.data_dir / "blobs"
+    assert (blobs / digest[:2] / digest).read_bytes() == data
+    assert list((blobs / "tmp").iterdir()) == []
 
 
 def test_keyed_upload_replays_and_conflicts_on_other_content(setup: Setup) -> None:

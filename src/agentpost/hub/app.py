@@ -179,16 +179,16 @@ class _Edge:
 
 
 class HubApp(Starlette):
-    """Starlette, with the post route's requests taken before its stack (routes/thin.py)."""
+    """Starlette, with the post routes' requests taken before its stack (routes/thin.py)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            room = thin.post_room(scope)
-            hub: Hub | None = getattr(self.state, "hub", None) if room is not None else None
-            if room is not None and hub is not None:
+            found = thin.post_room(scope)
+            hub: Hub | None = getattr(self.state, "hub", None) if found is not None else None
+            if found is not None and hub is not None:
                 hub.metrics.in_progress.inc()
                 try:
-                    await thin.post_message(hub, room, scope, receive, send)
+                    await thin.post(hub, found[0], found[1], scope, receive, send)
                 finally:
                     hub.metrics.in_progress.dec()
                 return

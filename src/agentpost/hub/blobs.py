@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import hashlib
+import io
 import logging
 import os
 import tempfile
@@ -33,6 +34,9 @@ _MAX_CAPTION = 65536
 TEMP_PREFIX = "up-"
 STAGING_PREFIX = ".up-"
 STAGING_MAX_AGE_SECONDS = 3600
+# A body no longer than this (by its Content-Length) is parsed in memory and written to
+# disk once, in a thread, when it is whole: no temp file, lock or rename on the event loop.
+SMALL_BODY = 256 * 1024
 
 
 def _unavailable(what: str, exc: OSError) -> StorageUnavailable:
@@ -119,16 +123,23 @@ class BlobStore:
             raise _unavailable("cannot move an upload into the blob store", exc) from exc
 
     async def receive(
-        self, content_type: str, stream: AsyncIterator[bytes], max_bytes: int
+        self,
+        content_type: str,
+        stream: AsyncIterator[bytes],
+        max_bytes: int,
+        declared: int | None = None,
     ) -> Upload:
         """Parse a multipart body with fields `file` (required) and `text` (optional), and
-        put the file into the store (durable before this returns)."""
+        put the file into the store (durable before this returns). `declared` is the
+        body's Content-Length, when it has one."""
         ctype, params = parse_options_header(content_type)
         boundary = params.get(b"boundary")
         if ctype != b"multipart/form-data" or not boundary:
             raise RequestError(
                 Code.INVALID_REQUEST, "expected multipart/form-data with a `file` field"
             )
+        if declared is not None and declared <= SMALL_BODY:
+            return await self._receive_small(boundary, stream, max_bytes)
         try:
             fd, tmp_path = self._new_temp_file()
         except OSError as exc:
@@ -157,6 +168,45 @@ class BlobStore:
         # blob is durable before this returns, as before.
         await asyncio.to_thread(self._store, sink.out, tmp_path, upload.sha256)
         return upload
+
+    async def _receive_small(
+        self, boundary: bytes, stream: AsyncIterator[bytes], max_bytes: int
+    ) -> Upload:
+        """A small body: parsed into memory, then written once, off the loop. The server
+        gives no more body than the Content-Length said (at most `SMALL_BODY`)."""
+        out = io.BytesIO()
+        sink = _Sink(out, max_bytes)
+        parser = MultipartParser(boundary, sink.callbacks())
+        async for chunk in stream:
+            _feed(parser, chunk)
+            if sink.error is not None:
+                raise sink.error
+        _feed(parser, None)
+        if sink.error is not None:
+            raise sink.error
+        upload = sink.result()
+        await asyncio.to_thread(self._store_bytes, out.getvalue(), upload.sha256)
+        return upload
+
+    def _store_bytes(self, data: bytes, sha256: str) -> None:
+        """Write a whole blob durably (blocking; off the loop): a staging file (which no
+        start-up sweep takes while it is young) fsync'd, then moved into place."""
+        if self.path_of(sha256).exists():  # the same bytes, already durable: nothing to do
+            return
+        try:
+            fd, name = tempfile.mkstemp(dir=self.tmp, prefix=STAGING_PREFIX)
+        except OSError as exc:
+            raise _unavailable("cannot create an upload temp file", exc) from exc
+        tmp_path = Path(name)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+        except OSError as exc:
+            _remove(tmp_path)
+            raise _unavailable("cannot write an upload temp file", exc) from exc
+        self.commit(tmp_path, sha256)
 
     def _store(self, out: BinaryIO, tmp_path: Path, sha256: str) -> None:
         """fsync the temp file, move it into place, close it (blocking; off the loop)."""

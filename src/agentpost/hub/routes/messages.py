@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -181,17 +181,37 @@ async def cancel(request: Request) -> Response:
 
 
 async def post_media(request: Request) -> Response:
-    hub = hub_of(request)
-    member = await auth.member(request, hub)
-    key = idempotency.check_key(request.headers.get(idempotency.HEADER))
-    room_id = request.path_params["room"]
+    return await media_post(
+        hub_of(request),
+        request.path_params["room"],
+        request.headers.get("authorization", ""),
+        request.headers.get(idempotency.HEADER),
+        request.headers.get("content-type", ""),
+        request.headers.get("content-length"),
+        request.stream(),
+    )
+
+
+async def media_post(
+    hub: Hub,
+    room_id: str,
+    authorization: str,
+    key_header: str | None,
+    content_type: str,
+    declared: str | None,
+    stream: AsyncIterator[bytes],
+) -> Response:
+    """POST /v1/rooms/{room}/media from its parts, for the Starlette route and the thin
+    ASGI path alike (hub/routes/thin.py)."""
+    member = await auth.member_of(authorization, hub)
+    key = idempotency.check_key(key_header)
     # Refuse early what would be refused anyway, before streaming a large body to disk.
     await hub.engine.read(lambda db: visible_room(db, room_id, member))
-    declared = request.headers.get("content-length")
     cap = hub.config.max_upload_bytes
-    if declared is not None and declared.isdigit() and int(declared) > cap + 65536:
+    length = int(declared) if declared is not None and declared.isdigit() else None
+    if length is not None and length > cap + 65536:
         raise RequestError(Code.PAYLOAD_TOO_LARGE, f"file is over {cap} bytes")
-    upload = await hub.blobs.receive(request.headers.get("content-type", ""), request.stream(), cap)
+    upload = await hub.blobs.receive(content_type, stream, cap, length)
     normalized = {
         "name": upload.name,
         "mime_type": upload.mime_type,

@@ -1,17 +1,19 @@
-"""The hot route without the framework: `POST /v1/rooms/{room}/messages` straight from ASGI.
+"""The hot routes without the framework: `POST /v1/rooms/{room}/messages` and
+`POST /v1/rooms/{room}/media` straight from ASGI.
 
 Starlette's router, middleware stack and `Request` cost ~16 µs a request of ~200 (issue
-14). This path takes the post route's request from the ASGI scope before Starlette sees it
-and runs the very same handler (`messages.message_post`): the same checks in the same
-order, the same errors (`error_response`), the same metrics and in-progress gauge. Every
-other request, and anything unusual about this one (another method, a root path), goes
-to Starlette as before; the route stays in `app.ROUTES`, so OpenAPI and 405s are
-unchanged.
+14). This path takes the post routes' requests from the ASGI scope before Starlette sees
+them and runs the very same handlers (`messages.message_post`, `messages.media_post`): the
+same checks in the same order, the same errors (`error_response`), the same metrics and
+in-progress gauge. Every other request, and anything unusual about these (another method,
+a root path), goes to Starlette as before; the routes stay in `app.ROUTES`, so OpenAPI and
+405s are unchanged.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
@@ -20,45 +22,74 @@ from starlette.types import Receive, Scope, Send
 from agentpost.core.errors import AgentpostError, Code
 from agentpost.hub.decode import receive_body
 from agentpost.hub.errors import error_response
-from agentpost.hub.routes.messages import message_post
+from agentpost.hub.routes.messages import media_post, message_post
 from agentpost.hub.state import Hub
 
 log = logging.getLogger("agentpost.hub")
 
 _PREFIX = "/v1/rooms/"
-_SUFFIX = "/messages"
-_START, _END = len(_PREFIX), -len(_SUFFIX)
+MESSAGES = "/messages"
+MEDIA = "/media"
 
 
-def post_room(scope: Scope) -> str | None:
-    """The room of a `POST /v1/rooms/{room}/messages` request, else None ({room} is one
-    path segment, as Starlette matches it)."""
+def post_room(scope: Scope) -> tuple[str, str] | None:
+    """The room and route (`MESSAGES` or `MEDIA`) of a `POST /v1/rooms/{room}/messages` or
+    `…/media` request, else None ({room} is one path segment, as Starlette matches it)."""
     if scope["method"] != "POST" or scope.get("root_path"):
         return None
     path: str = scope["path"]
-    if not (path.startswith(_PREFIX) and path.endswith(_SUFFIX)):
+    if not path.startswith(_PREFIX):
         return None
-    room = path[_START:_END]
-    return room if room and "/" not in room else None
+    if path.endswith(MESSAGES):
+        room, route = path[len(_PREFIX) : -len(MESSAGES)], MESSAGES
+    elif path.endswith(MEDIA):
+        room, route = path[len(_PREFIX) : -len(MEDIA)], MEDIA
+    else:
+        return None
+    return (room, route) if room and "/" not in room else None
 
 
-async def post_message(hub: Hub, room_id: str, scope: Scope, receive: Receive, send: Send) -> None:
-    authorization = ""
-    key: str | None = None
-    declared: str | None = None
-    for name, value in scope["headers"]:  # the first of each, as Starlette's Headers.get
-        if name == b"authorization":
-            if not authorization:
-                authorization = value.decode("latin-1")
-        elif name == b"idempotency-key":
-            if key is None:
-                key = value.decode("latin-1")
-        elif name == b"content-length" and declared is None:
-            declared = value.decode("latin-1")
+def _headers(scope: Scope) -> dict[bytes, str]:
+    """The first of each header, as Starlette's `Headers.get`."""
+    out: dict[bytes, str] = {}
+    for name, value in scope["headers"]:
+        if name not in out:
+            out[name] = value.decode("latin-1")
+    return out
+
+
+async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
+    """The body as it arrives, as Starlette's `Request.stream`."""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientDisconnect()
+        body: bytes = message.get("body", b"")
+        if body:
+            yield body
+        if not message.get("more_body", False):
+            return
+
+
+async def post(hub: Hub, room_id: str, route: str, scope: Scope, receive: Receive, send: Send) -> None:
+    h = _headers(scope)
+    authorization = h.get(b"authorization", "")
+    key = h.get(b"idempotency-key")
+    declared = h.get(b"content-length")
+    handler: Callable[[], Awaitable[Response]]
+    if route == MESSAGES:
+        def handler() -> Awaitable[Response]:
+            return message_post(
+                hub, room_id, authorization, key, lambda cap: receive_body(receive, declared, cap)
+            )
+    else:
+        def handler() -> Awaitable[Response]:
+            return media_post(
+                hub, room_id, authorization, key, h.get(b"content-type", ""), declared,
+                _chunks(receive),
+            )
     try:
-        response = await message_post(
-            hub, room_id, authorization, key, lambda cap: receive_body(receive, declared, cap)
-        )
+        response = await handler()
     except AgentpostError as exc:
         response = error_response(exc)
     except ClientDisconnect:
