@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+import time
+from contextlib import closing
 from pathlib import Path
 
 from conftest import AGENTS, Connected, agent_cmd, wait_for
+
+from agentpost.connect.ledger import CAP, KEEP_SECONDS
 
 TRICK = AGENTS / "trick_agent.py"
 
@@ -186,3 +191,60 @@ def test_connect_status_shows_delivery_bindings_and_outcomes(c_trick: Connected)
     assert d["by_outcome"] == {"delivered": 1}
     assert (ws / "export").stat().st_mode & 0o777 == 0o700
     assert Path(b["export_dir"]).stat().st_mode & 0o777 == 0o700
+
+
+def test_a_live_worker_applies_the_ledger_retention_again_while_it_runs(
+    connected: Connected,
+) -> None:
+    """DESIGN.md §6 "Ledger": retention runs at start and then every hour (here every
+    second, by AGENTPOST_CONNECT_PRUNE_EVERY). Entries written before the start that turn
+    30 days old only after it are dropped by a later prune of the running Worker; an entry
+    in progress (written while it runs: one left at start is resumed and finished) and a
+    delivery finished just now stay; the cap drops the oldest finished entries first."""
+    w = connected.worker(agent_cmd(TRICK), env={"AGENTPOST_CONNECT_PRUNE_EVERY": "1"})
+    young = _deliver(
+        connected, {"binding": "$BINDING", "id": "young", "parts": [{"type": "text", "text": "y"}]}
+    )
+    assert young["status"] == "delivered"
+    w.stop()
+    ws = connected.tmp / "ws-bot"
+    wid = (ws / "worker-id").read_text().strip()
+    ledger = ws / "deliveries.sqlite3"
+
+    def row(i: str, state: str, first_seen: float) -> tuple:  # type: ignore[type-arg]
+        finished = state == "finished"
+        result = json.dumps({"status": "delivered"}) if finished else None
+        return (
+            i, f"{wid}.old", "rm_x", wid, "[]", "{}", state, result,
+            first_seen, first_seen + 60 if finished else None,
+        )
+
+    def ids() -> set[str]:
+        with closing(sqlite3.connect(ledger)) as db:
+            return {r[0] for r in db.execute("SELECT id FROM deliveries")}
+
+    def write(rows: list[tuple]) -> None:  # type: ignore[type-arg]
+        with closing(sqlite3.connect(ledger)) as db, db:
+            db.executemany("INSERT INTO deliveries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    margin = 20.0  # they turn 30 days old this long after being written, once the Worker runs
+    aging = {f"aging{i}" for i in range(5)}
+    turns_old = time.time() - KEEP_SECONDS + margin  # one instant: one prune drops them all
+    write([row(i, "finished", turns_old) for i in sorted(aging)])
+    w.start()
+    assert aging <= ids(), "the start's prune ran after they turned 30 days old: no proof"
+    write([row("inprogress", "in_progress", time.time() - 31 * 86400)])
+    pruned = w.log().count("ledger retention:")
+    wait_for(lambda: not aging & ids(), timeout=margin + 30)
+    # The log line follows the commit the rows vanished by: wait for it, too.
+    wait_for(lambda: w.log().count("ledger retention: 5 finished entries dropped") == 1)
+    assert {"young", "inprogress"} <= ids()
+    now = time.time()
+    write([row(f"a{i}", "finished", now - 2 * 86400 - i) for i in range(CAP + 50)])
+    wait_for(lambda: len(ids()) == CAP, timeout=30)
+    kept = ids()
+    assert {"young", "inprogress"} <= kept
+    assert {f"a{i}" for i in range(CAP + 50 - 52, CAP + 50)}.isdisjoint(kept)  # oldest went
+    assert {f"a{i}" for i in range(CAP + 50 - 52)} <= kept
+    wait_for(lambda: w.log().count("ledger retention: 52 finished entries dropped") == 1)
+    assert w.log().count("ledger retention:") == pruned + 2

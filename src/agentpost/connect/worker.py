@@ -41,6 +41,10 @@ STOP = "/stop"
 # answer is what `connect status` shows as the Worker's presence.
 HEARTBEAT_ENV = "AGENTPOST_CONNECT_HEARTBEAT"
 HEARTBEAT = 20.0
+# The ledger's retention runs at start and then this often (DESIGN.md §6 "Ledger"), so a
+# Worker that runs for weeks keeps within 30 days and 10,000 entries; the variable exists
+# so a test can watch a live Worker prune without waiting an hour.
+PRUNE_ENV = "AGENTPOST_CONNECT_PRUNE_EVERY"
 PRUNE_EVERY = 3600.0
 STANDING_SECONDS = 1.0
 
@@ -404,9 +408,10 @@ class Worker:
 
     async def _status_loop(self) -> None:
         pruned = time.monotonic()  # _declare applied retention at start
+        every = float(os.environ.get(PRUNE_ENV, PRUNE_EVERY))
         while True:
             self._write_status()
-            if time.monotonic() - pruned > PRUNE_EVERY:
+            if time.monotonic() - pruned > every:
                 pruned = time.monotonic()
                 self._prune()
             await asyncio.sleep(2.0)
