@@ -38,6 +38,7 @@ TRICK = AGENTS / "trick_agent.py"
 HUB_TIMEOUT = 8.0
 HUB_MAX_UPLOAD = 64 * 1024
 DAY = 86400.0
+POSTS_IN = "(messages|media)"  # after /v1/rooms/<room>/: what a post goes to
 
 
 @dataclass
@@ -461,6 +462,90 @@ def test_a_post_the_hub_refuses_403_revokes_the_binding(f: Faulty) -> None:
     later = deliver(f, {**request, "id": "f403b"})
     assert (later["reason"], later["data"]["why"]) == ("rejected", r["data"]["why"])
     assert media(f, "late.txt", side) == []
+
+
+def test_the_agent_taken_out_of_the_room_is_rejected_by_the_standing_check(f: Faulty) -> None:
+    """Before a new delivery the Worker asks the hub for the room; a 403 there (this agent
+    no longer takes part) revokes the binding and posts nothing, and the revocation answers
+    later deliveries without asking the hub again."""
+    side = new_room(f, "side-standing-403", ["bot"])
+    b = binding(f, "alice", side)
+    remove_participant(f, side, "bot")
+    asked = f.proxy.arm(Fault("GET", f"/v1/rooms/{side}", keyed=False, times=-1))
+    posts = f.proxy.arm(Fault("POST", f"/v1/rooms/{side}/{POSTS_IN}", keyed=False, times=-1))
+    request = {
+        "binding": b["binding"],
+        "id": "fstanding403",
+        "parts": [{"type": "text", "text": "into a room bot left"}],
+    }
+    r = deliver(f, request)
+    assert (r["status"], r["reason"]) == ("final", "rejected"), r
+    why = "binding revoked: bot is no longer in the room (channel_membership_required)"
+    assert r["data"] == {"binding": b["binding"], "why": why}
+    assert r["expires_at"].endswith("Z")
+    assert len(asked.hits) == 1
+    later = deliver(f, {**request, "id": "fstanding403b"})
+    assert (later["reason"], later["data"]) == ("rejected", r["data"])
+    assert len(asked.hits) == 1  # answered from the ledger's revocation
+    assert posts.hits == [] and texts(f, "into a room bot left", side) == []
+    shown = wait_for(
+        lambda: [
+            x
+            for x in status(f)["delivery"].get("bindings", [])
+            if x["binding"] == b["binding"] and x["revoked"]
+        ]
+    )
+    assert shown[0]["revoked_reason"] == why.removeprefix("binding revoked: ")
+
+
+def test_a_room_the_hub_does_not_know_is_rejected_by_the_standing_check(f: Faulty) -> None:
+    """The room GET answers 404 (the binding names a room the hub has no more, e.g. a hub
+    rebuilt from scratch): revoked and rejected, nothing posted."""
+    side = new_room(f, "side-standing-404", ["bot"])
+    b = binding(f, "alice", side)
+    with closing(sqlite3.connect(f.ws / "deliveries.sqlite3")) as db, db:  # the real ledger
+        n = db.execute(
+            "UPDATE bindings SET room = 'rm_gone' WHERE binding = ?", (b["binding"],)
+        )
+        assert n.rowcount == 1
+    posts = f.proxy.arm(Fault("POST", f"/v1/rooms/rm_gone/{POSTS_IN}", keyed=False, times=-1))
+    r = deliver(
+        f,
+        {
+            "binding": b["binding"],
+            "id": "fstanding404",
+            "parts": [{"type": "text", "text": "into no room"}],
+        },
+    )
+    assert (r["status"], r["reason"]) == ("final", "rejected"), r
+    assert r["data"]["why"] == "binding revoked: bot is no longer in the room (room_not_found)"
+    assert posts.hits == []
+
+
+def test_an_archived_room_is_rejected_and_keeps_the_binding_for_when_it_comes_back(
+    f: Faulty,
+) -> None:
+    """The room GET answers 200 for an archived room: the standing check passes and the
+    hub refuses the post (409 room_archived): `rejected` for that delivery, nothing
+    posted, and the binding stays (unarchiving is the owner's choice; it delivers again)."""
+    side = new_room(f, "side-archived", ["bot"])
+    b = binding(f, "alice", side)
+    with f.c.hub.client(f.c.setup.tokens["alice"]) as h:
+        assert h.post(f"/v1/rooms/{side}/archive").status_code == 200
+    request = {
+        "binding": b["binding"],
+        "id": "farchived",
+        "parts": [{"type": "text", "text": "into the archive"}],
+    }
+    r = deliver(f, request)
+    assert (r["status"], r["reason"]) == ("final", "rejected"), r
+    assert r["data"] == {"part": 0, "hub": "room_archived"}
+    assert texts(f, "into the archive", side) == []
+    with f.c.hub.client(f.c.setup.tokens["alice"]) as h:
+        assert h.post(f"/v1/rooms/{side}/unarchive").status_code == 200
+    again = deliver(f, {**request, "id": "farchived2"})
+    assert again["status"] == "delivered", again
+    assert [e["id"] for e in texts(f, "into the archive", side)] == again["event_ids"]
 
 
 # -- rule 5's missing echo, and the probe on a listener restart --------------------------
