@@ -13,9 +13,8 @@ import time
 from contextlib import closing
 from pathlib import Path
 
-from conftest import AGENTS, Connected, agent_cmd, wait_for
-
 from agentpost.connect.ledger import CAP, KEEP_SECONDS
+from conftest import AGENTS, Connected, agent_cmd, wait_for
 
 TRICK = AGENTS / "trick_agent.py"
 

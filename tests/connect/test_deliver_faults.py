@@ -581,6 +581,97 @@ def test_a_keyed_2xx_without_the_echo_is_delivered_then_withdrawn_until_a_probe(
     assert len(texts(f, "after the probe")) == 1
 
 
+# -- `connect status`, the human view -----------------------------------------------------
+
+
+def human_status(f: Faulty) -> dict[str, list[str]]:
+    """`agentpost connect status` without --json, piped: its tables (tab-separated, or
+    "(none)") under their heading line (`bindings:`, `deliveries in progress:`, ...); ""
+    holds the plain lines (worker, delivery enabled and why, counts by outcome)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "agentpost", "connect", "status", "--workspace-dir", str(f.ws)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    sections: dict[str, list[str]] = {"": []}
+    current = ""
+    for line in out.splitlines():
+        if line.endswith(":") and "\t" not in line:
+            current = line[:-1]
+            sections[current] = []
+        elif "\t" in line or line == "(none)":
+            sections[current].append(line)
+        else:
+            sections[""].append(line)
+    return sections
+
+
+def rows(section: list[str]) -> list[list[str]]:
+    """A piped table's rows (its header line dropped); [] for "(none)"."""
+    return [] if section == ["(none)"] else [line.split("\t") for line in section[1:]]
+
+
+def test_connect_status_shows_the_worker_bindings_and_deliveries_in_progress_and_done(
+    f: Faulty,
+) -> None:
+    b = binding(f)
+    Path(b["export_dir"], "shown.txt").write_text("shown")
+    done = deliver(
+        f, {"binding": "$BINDING", "id": "fshown1", "parts": [{"type": "text", "text": "shown"}]}
+    )
+    assert done["status"] == "delivered"
+    refused = deliver(
+        f,
+        {"binding": "$BINDING", "id": "fshown2", "parts": [{"type": "file", "path": "$EXPORT/no"}]},
+    )
+    assert refused["reason"] == "rejected"
+    go = threading.Event()
+    held = f.proxy.arm(Fault("POST", MEDIA, hold=go))
+    request = {
+        "binding": "$BINDING",
+        "id": "fshown3",
+        "parts": [{"type": "text", "text": "held"}, {"type": "file", "path": "$EXPORT/shown.txt"}],
+    }
+    asked = say(f, "alice", "@bot deliver " + json.dumps(request))
+    try:
+        wait_for(lambda: held.hits)
+        s = wait_for(
+            lambda: (s := human_status(f))
+            and [r[0] for r in rows(s["deliveries in progress"])] == ["fshown3"]
+            and s
+        )
+    finally:
+        go.set()
+    top = s[""]
+    assert f"worker {f.worker_id}  running: True" in top
+    assert (
+        "delivery (_ag2/deliver): enabled (the hub's keys echo, the ledger is locked,"
+        " the egress roots are apart)" in top
+    ), top
+    outcomes = [line for line in top if line.startswith("deliveries by outcome: ")]
+    counts = dict(kv.split("=") for kv in outcomes[0].split(": ", 1)[1].split())
+    assert counts["in_progress"] == "1" and int(counts["delivered"]) >= 1, counts
+    assert int(counts["final/rejected"]) >= 1, counts
+    shown = {r[0]: r for r in rows(s["bindings"])}
+    assert shown[b["binding"]][1:3] == [f.c.setup.room, "alice"]
+    assert shown[b["binding"]][4] == ""  # not revoked
+    [(did, bound, room, posted, _)] = rows(s["deliveries in progress"])
+    assert (did, bound, room, posted) == ("fshown3", b["binding"], f.c.setup.room, "0 of 2")
+    recent = {r[0]: r for r in rows(s["recent deliveries"])}
+    assert recent["fshown1"][1:4] == [b["binding"], f.c.setup.room, "delivered"]
+    assert recent["fshown2"][3] == "final/rejected"
+    assert recent["fshown3"][3] == "in_progress"
+    assert json.loads(reply(f, asked))["status"] == "delivered"
+    after = wait_for(
+        lambda: (s := human_status(f))
+        and {r[0]: r[3] for r in rows(s["recent deliveries"])}.get("fshown3") == "delivered"
+        and s
+    )
+    assert after["deliveries in progress"] == ["(none)"]
+
+
 # -- "Ledger": retention -----------------------------------------------------------------
 
 

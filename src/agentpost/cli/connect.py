@@ -8,6 +8,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -118,6 +119,12 @@ def status(workspace_dir: Path, as_json: bool) -> None:
         err_console.print(f"error: {exc}")
         sys.exit(EXIT_FINAL)
 
+    def plain(line: str) -> None:
+        console.print(line, markup=False, highlight=False)
+
+    def when(entry: dict[str, Any]) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(entry["first_seen"]))
+
     def human() -> None:
         agent = data.get("agent", {})
         console.print(f"worker {data.get('worker_id')}  running: {data['running']}")
@@ -137,18 +144,20 @@ def status(workspace_dir: Path, as_json: bool) -> None:
                 markup=False,
                 highlight=False,
             )
+        plain("sessions:")
         table(
             ["room", "who", "session"],
             [[s["room"], s["who"], s["session_id"]] for s in data.get("sessions", [])],
         )
         d = data.get("delivery") or {}
-        on = "enabled" if d.get("enabled") else f"not enabled: {d.get('reason') or '-'}"
+        why = d.get("reason") or "-"
+        on = f"enabled ({why})" if d.get("enabled") else f"not enabled: {why}"
         outcomes = " ".join(f"{k}={v}" for k, v in sorted((d.get("by_outcome") or {}).items()))
-        console.print(
-            f"delivery (_ag2/deliver): {on}  deliveries: {outcomes or 'none'}",
-            markup=False,
-            highlight=False,
-        )
+        plain(f"delivery (_ag2/deliver): {on}")
+        plain(f"deliveries by outcome: {outcomes or 'none'}")
+        if "ledger_error" in d:
+            plain(f"the ledger cannot be read: {d['ledger_error']}")
+        plain("bindings:")
         table(
             ["binding", "room", "who", "expires", "revoked"],
             [
@@ -162,6 +171,23 @@ def status(workspace_dir: Path, as_json: bool) -> None:
                 for b in d.get("bindings", [])
             ],
         )
+        plain("deliveries in progress:")
+        table(
+            ["delivery", "binding", "room", "posted", "first seen"],
+            [
+                [e["id"], e["binding"], e["room"], f"{e['posted']} of {e['parts']}", when(e)]
+                for e in d.get("in_progress", [])
+            ],
+        )
+        plain("recent deliveries:")
+        table(
+            ["delivery", "binding", "room", "outcome", "first seen"],
+            [
+                [e["id"], e["binding"], e["room"], e["outcome"] or e["state"], when(e)]
+                for e in d.get("deliveries", [])
+            ],
+        )
+        plain("recent Turns:")
         table(
             ["trigger", "sender", "outcome", "reply_kind", "reply", "ended"],
             [

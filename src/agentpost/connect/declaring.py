@@ -15,6 +15,9 @@ from agentpost.connect import bindings
 from agentpost.connect.ledger import Ledger, LedgerUnavailable
 from agentpost.connect.workspace import LEDGER, Workspace, WorkspaceError
 
+# Said when delivery is enabled: what the Worker checked (the log line at start, and status).
+ENABLED_BECAUSE = "the hub's keys echo, the ledger is locked, the egress roots are apart"
+
 
 @dataclass
 class Identity:

@@ -74,6 +74,19 @@ class Binding:
     revoked_reason: str | None = None
 
 
+def outcome(state: str, result: str | None) -> str | None:
+    """An entry's outcome as `connect status` names it: `delivered`, `final/<reason>`
+    (`final/rejected`, `final/conflict`, ...), or None while it is in progress."""
+    if state != FINISHED or not result:
+        return None
+    try:
+        found = json.loads(result)
+    except ValueError:
+        return "unreadable"
+    status = str(found.get("status", state))
+    return f"{status}/{found['reason']}" if found.get("reason") else status
+
+
 class Ledger:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -219,16 +232,17 @@ class Ledger:
                 "binding": r[1],
                 "room": r[2],
                 "state": r[3],
-                "outcome": (json.loads(r[4]) or {}).get("status") if r[4] else None,
+                "outcome": outcome(r[3], r[4]),
                 "first_seen": r[5],
             }
             for r in rows
         ]
 
     def counts(self) -> dict[str, int]:
+        """How many entries each outcome has (`in_progress` for those not finished)."""
         out: dict[str, int] = {}
         for state, result in self._run("SELECT state, result FROM deliveries"):
-            key = json.loads(result).get("status", state) if result else state
+            key = outcome(state, result) or state
             out[key] = out.get(key, 0) + 1
         return out
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentpost.connect import declaring
 from agentpost.connect.ledger import LedgerUnavailable
 from agentpost.connect.workspace import Workspace
 
@@ -61,7 +62,10 @@ def worker_status(w: Worker) -> dict[str, Any]:
 
 def delivery_status(w: Worker) -> dict[str, Any]:
     d = w.deliveries
-    out: dict[str, Any] = {"enabled": bool(d and d.enabled), "reason": d.reason if d else ""}
+    enabled = bool(d and d.enabled)
+    # Why it is enabled, or the one reason it is not (DESIGN.md §6 "Declaring").
+    reason = declaring.ENABLED_BECAUSE if enabled else (d.reason if d else "not started yet")
+    out: dict[str, Any] = {"enabled": enabled, "reason": reason}
     if w.ledger is not None:
         try:
             out["bindings"] = [
@@ -74,6 +78,17 @@ def delivery_status(w: Worker) -> dict[str, Any]:
                     "revoked_reason": b.revoked_reason,
                 }
                 for b in w.ledger.bindings()
+            ]
+            out["in_progress"] = [
+                {
+                    "id": e.id,
+                    "binding": e.binding,
+                    "room": e.room,
+                    "parts": len(e.parts),
+                    "posted": len([k for k in e.posted if k != "notice"]),
+                    "first_seen": e.first_seen,
+                }
+                for e in w.ledger.in_progress()
             ]
             out["deliveries"] = w.ledger.recent()
             out["by_outcome"] = w.ledger.counts()

@@ -201,7 +201,7 @@ class Worker:
             self._standing,
         )
         if enabled:
-            log.info("delivery (_ag2/deliver): enabled (hub keys echo, ledger locked, roots apart)")
+            log.info("delivery (_ag2/deliver): enabled (%s)", declaring.ENABLED_BECAUSE)
         else:
             log.warning("delivery (_ag2/deliver): not enabled: %s", reason)
 
