@@ -390,6 +390,51 @@ def test_a_demoted_collaborator_is_rejected_never_posted_under_the_owners_bindin
         wait_for(lambda: f.worker.log().count("collaborators: ") == reloads + 2)
 
 
+def add_agent(f: Faulty, name: str, owner: str) -> None:
+    with f.c.hub.client(f.c.hub.admin_token) as h:
+        r = h.post(
+            f"/v1/admin/workspaces/{f.c.setup.workspace}/members",
+            json={"name": name, "kind": "agent", "owner": owner},
+        )
+    assert r.status_code == 201, r.text
+    f.c.setup.tokens[name] = r.json()["token"]
+
+
+def test_an_agent_whose_owner_changed_is_rejected_never_posted_under_the_owners_binding(
+    f: Faulty,
+) -> None:
+    """A collaborator by the same-owner rule (an agent of alice, bot's owner) is demoted
+    when the hub's answer about its owner changes. The hub has no call that changes an
+    agent's owner: the nearest real path is a hard removal (which frees the name) and the
+    name added again as carol's agent, back in the room. Bot asks the hub now, at the
+    delivery, not its Turn-time cache of owners: `rejected`, nothing posted anywhere."""
+    add_agent(f, "scout", "alice")
+    side = new_room(f, "side-owner", ["bot", "scout"])
+    scouts = binding(f, "scout", side)
+    owners = binding(f, "alice", side)
+    assert scouts["binding"] != owners["binding"]
+    with f.c.hub.client(f.c.hub.admin_token) as h:
+        gone = h.delete(f"/v1/admin/workspaces/{f.c.setup.workspace}/members/scout?hard=true")
+        assert gone.status_code == 200, gone.text
+    add_agent(f, "scout", "carol")
+    with f.c.hub.client(f.c.setup.tokens["alice"]) as h:
+        back = h.put(f"/v1/rooms/{side}/participants/scout")
+        assert back.status_code == 200, back.text
+    posts = f.proxy.arm(Fault("POST", f"/v1/rooms/{side}/{POSTS_IN}", keyed=False, times=-1))
+    request = {
+        "binding": scouts["binding"],
+        "id": "fowner-changed",
+        "parts": [{"type": "text", "text": "for alice's scout"}],
+    }
+    r = deliver(f, request)  # asked from alice's Session in general, with scout's binding
+    assert (r["status"], r["reason"]) == ("final", "rejected"), r
+    assert r["data"] == {"binding": scouts["binding"], "why": "collaborator no longer listed"}
+    assert posts.hits == [] and texts(f, "for alice's scout", side) == []
+    own = deliver(f, {**request, "binding": owners["binding"], "id": "fowner-still"})
+    assert own["status"] == "delivered", own  # the owner's binding in that room still works
+    assert [e["id"] for e in texts(f, "for alice's scout", side)] == own["event_ids"]
+
+
 def test_a_sender_who_left_the_room_has_the_binding_revoked(f: Faulty) -> None:
     side = new_room(f, "side-left", ["carol", "bot"])
     carols = binding(f, "carol", side)

@@ -4,8 +4,9 @@ decided here, from the named constants below, rule by rule in the design's order
 (1) ledger first: a known id answers from the ledger, or continues under its stored worker
 id and key; the same id under another binding is `conflict`. (2) another worker's binding
 with no entry is `not_mine`. (3) this Worker's expired, revoked or unknown binding — or a
-collaborator no longer admitted, or a sender the hub says left the room or was removed
-(the binding is then revoked, durably) — is `rejected`. (4) the first-seen entry is written (and
+sender the hub says left the room or was removed (the binding is then revoked, durably),
+or a collaborator no longer admitted (not listed, nor an agent the hub says has this
+agent's owner) — is `rejected`. (4) the first-seen entry is written (and
 fsync'd) before the first hub call; a failed write is `retry`. (5) parts are posted, files
 first then text, each its own keyed event. (6) a final after some parts posted posts one
 keyed notice line. (7) past 23 h an unfinished delivery is `expired`. An accepted delivery
@@ -173,9 +174,9 @@ class Deliveries:
             if b is not None and b.revoked and b.revoked_reason:
                 why += f": {b.revoked_reason}"
             return final(REJECTED, {"binding": binding, "why": f"binding {why}"}, expires)
-        if not b.owner_tier and not await self.admitted(b.room, b.who):
-            return final(REJECTED, {"binding": binding, "why": "collaborator no longer listed"}, expires)
         if self.standing is not None:
+            # Asked first: its answer about the sender (still there, who owns it) is also
+            # what the collaborator check below judges an agent collaborator by.
             try:
                 gone = await self.standing(b.room, b.who)
             except HubError as exc:
@@ -186,6 +187,8 @@ class Deliveries:
                     return retry("the delivery ledger cannot be written", expires)
                 data = {"binding": binding, "why": f"binding revoked: {gone}"}
                 return final(REJECTED, data, expires)
+        if not b.owner_tier and not await self.admitted(b.room, b.who):
+            return final(REJECTED, {"binding": binding, "why": "collaborator no longer listed"}, expires)
         if not self.enabled:
             return retry(f"delivery is paused: {self.reason}", expires)
         entry = Entry(did, binding, b.room, self.worker_id, parts, first_seen=now)

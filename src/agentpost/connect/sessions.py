@@ -81,6 +81,11 @@ class Admission:
                 return SessionKey(room, sender, False)
         return None
 
+    def learned_owner(self, name: str, owner: str | None) -> None:
+        """What the hub just said owns `name` (None: no one, or no longer active): kept as
+        the cached answer, so a check right after judges by it and not an older one."""
+        self._owners[name] = (time.monotonic(), owner)
+
     async def _cached_owner(self, name: str) -> str | None:
         now = time.monotonic()
         hit = self._owners.get(name)

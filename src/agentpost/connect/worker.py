@@ -254,6 +254,8 @@ class Worker:
             if isinstance(member, HubRefused) and member.status == 404:
                 return f"{who} was removed ({member.code})"
             raise member
+        if self.admission is not None:  # an agent collaborator's owner, as the hub says now
+            self.admission.learned_owner(who, member.owner if member.status == "active" else None)
         return None if member.status == "active" else f"{who} was removed"
 
     def _client_meta(self) -> dict[str, Any]:
@@ -281,7 +283,9 @@ class Worker:
         return bindings.session_meta(b)
 
     async def _still_admitted(self, room: str, who: str) -> bool:
-        """A collaborator binding's sender, re-checked at every delivery (§6)."""
+        """A collaborator binding's sender, re-checked at every delivery (§6): listed, or
+        an agent of this agent's owner by what the standing check just heard from the hub
+        (an owner that changed since the Turn is seen here, not 60 s later)."""
         assert self.admission is not None
         return await self.admission.key_for(room, who, "agent") is not None
 
