@@ -15,13 +15,14 @@ import shutil
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from hubproc import HubProcess, Setup, make_setup  # noqa: E402
+from hubproc import HubProcess, Setup, fresh_workspace, make_setup  # noqa: E402
 from pgcluster import Cluster, server_binaries, server_lock  # noqa: E402
 
 REQUIRE_PG = os.environ.get("AGENTPOST_REQUIRE_POSTGRES") == "1"
@@ -148,3 +149,71 @@ def hub(make_hub: Callable[..., HubProcess]) -> HubProcess:
 def setup(hub: HubProcess) -> Setup:
     """Workspace `acme`: humans alice, carol; agents bot, helper; room `general` with all."""
     return make_setup(hub, ["alice", "carol"], ["bot", "helper"])
+
+
+class SharedHubs:
+    """One hub per engine for a whole test module (`shared_hub`), each on its own data dir
+    and, on PostgreSQL, its own schema; stopped when the module ends."""
+
+    def __init__(self, tmp: Path) -> None:
+        self._tmp = tmp
+        self._hubs: dict[str, HubProcess] = {}
+        self._stack = ExitStack()
+
+    def get(self, engine: str | None, postgres: Postgres | None) -> HubProcess:
+        name = "sqlite" if engine is None else "postgres"
+        if name not in self._hubs:
+            db_url = None if engine is None else self._schema(postgres)
+            hub = HubProcess(
+                self._tmp / name, env={"AGENTPOST_SSE_KEEPALIVE": "0.5"}, db_url=db_url
+            ).start()
+            self._stack.callback(hub.stop)
+            self._hubs[name] = hub
+        return self._hubs[name]
+
+    def _schema(self, pg: Postgres | None) -> str:
+        import psycopg
+
+        assert pg is not None  # else the `engine` fixture skipped or failed already
+        # Held for the hub's life: a server restart (which takes the lock exclusively) must
+        # not drop this idle hub's connections between two of its tests.
+        self._stack.enter_context(server_lock(pg.dsn, exclusive=False))
+        schema = "m_" + uuid.uuid4().hex[:16]
+        with psycopg.connect(pg.dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+
+        def drop() -> None:
+            with psycopg.connect(pg.dsn, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+        self._stack.callback(drop)
+        return pg.schema_dsn(schema)
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+@pytest.fixture(scope="module")
+def _shared_hubs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedHubs]:
+    hubs = SharedHubs(tmp_path_factory.mktemp("shared-hub"))
+    yield hubs
+    hubs.close()
+
+
+@pytest.fixture
+def shared_hub(
+    request: pytest.FixtureRequest, engine: str | None, _shared_hubs: SharedHubs
+) -> HubProcess:
+    """A hub on the engine under test that the module's other tests use too (one start per
+    module and engine, not per test). For tests that only need a hub and make their own
+    workspace (`shared_setup`): never one that stops the hub, sets its flags or counts
+    what is on it as a whole. Never in a module that restarts PostgreSQL
+    (`restart_postgres`): this hub holds the server lock shared for the module's life."""
+    pg: Postgres | None = request.getfixturevalue("postgres") if engine is not None else None
+    return _shared_hubs.get(engine, pg)
+
+
+@pytest.fixture
+def shared_setup(shared_hub: HubProcess) -> Setup:
+    """`setup`'s members and room in a workspace of this test's own on `shared_hub`."""
+    return make_setup(shared_hub, ["alice", "carol"], ["bot", "helper"], workspace=fresh_workspace())

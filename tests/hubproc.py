@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,6 +142,11 @@ def make_setup(
         assert r.status_code == 201, r.text
         room_id = r.json()["room"]["id"]
     return Setup(hub=hub, workspace=workspace, tokens=tokens, room=room_id)
+
+
+def fresh_workspace() -> str:
+    """A workspace name no other test uses, for tests that share one hub."""
+    return "w" + uuid.uuid4().hex[:12]
 
 
 def poll(predicate, timeout: float = 10.0, interval: float = 0.02):  # noqa: ANN001, ANN201

@@ -1,4 +1,7 @@
-"""Posting and the idempotency rules of docs/api.md, against a real hub process."""
+"""Posting and the idempotency rules of docs/api.md, against a real hub process.
+
+One hub per engine serves this module's tests, each in a workspace of its own; the tests
+that restart a hub or set its flags start their own (`make_hub`)."""
 
 from __future__ import annotations
 
@@ -9,8 +12,14 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import httpx
+import pytest
 
-from hubproc import HubProcess, Setup, make_setup, poll
+from hubproc import HubProcess, Setup, fresh_workspace, make_setup, poll
+
+
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
 
 
 def post(c: httpx.Client, room: str, body: dict, key: str | None = None) -> httpx.Response:
@@ -57,10 +66,12 @@ def test_same_key_other_body_is_conflict_and_posts_nothing(setup: Setup) -> None
         assert [e["text"] for e in events(c, setup.room)] == ["one"]
 
 
-def test_same_key_other_room_is_conflict(hub: HubProcess) -> None:
-    s = make_setup(hub, ["alice"], ["bot"])
+def test_same_key_other_room_is_conflict(shared_hub: HubProcess) -> None:
+    hub = shared_hub
+    s = make_setup(hub, ["alice"], ["bot"], workspace=fresh_workspace())
     with hub.client(s.tokens["alice"]) as c:
-        other = c.post("/v1/workspaces/acme/rooms", json={"name": "other"}).json()["room"]["id"]
+        r = c.post(f"/v1/workspaces/{s.workspace}/rooms", json={"name": "other"})
+        other = r.json()["room"]["id"]
         assert post(c, s.room, {"text": "x"}, "k").status_code == 201
         r = post(c, other, {"text": "x"}, "k")
     assert r.json()["error"]["code"] == "idempotency_conflict"
@@ -165,8 +176,9 @@ def test_bad_or_missing_token_is_unauthorized(setup: Setup) -> None:
         assert post(c, setup.room, {"text": "x"}).status_code == 401
 
 
-def test_non_participant_is_refused(hub: HubProcess) -> None:
-    s = make_setup(hub, ["alice", "dave"], [])
+def test_non_participant_is_refused(shared_hub: HubProcess) -> None:
+    hub = shared_hub
+    s = make_setup(hub, ["alice", "dave"], [], workspace=fresh_workspace())
     with hub.client(s.tokens["alice"]) as c:
         c.delete(f"/v1/rooms/{s.room}/participants/dave")
     with hub.client(s.tokens["dave"]) as d:
@@ -364,7 +376,8 @@ def test_member_removed_while_its_body_is_in_flight_is_refused(setup: Setup) -> 
         sock.sendall(head + body[:5])
         poll(lambda: _in_progress_requests(setup) >= 2)  # the slow post and this /metrics
         with setup.hub.client(setup.hub.admin_token) as admin:
-            assert admin.delete("/v1/admin/workspaces/acme/members/bot").status_code == 200
+            r = admin.delete(f"/v1/admin/workspaces/{setup.workspace}/members/bot")
+            assert r.status_code == 200
         sock.sendall(body[5:])
         answer = b""
         while chunk := sock.recv(65536):
@@ -388,13 +401,18 @@ def metric(c: httpx.Client, name: str) -> float:
     raise AssertionError(f"no metric {name}")
 
 
-def test_a_batch_of_plain_posts_is_written_as_data_with_the_same_answers(hub: HubProcess) -> None:
+def test_a_batch_of_plain_posts_is_written_as_data_with_the_same_answers(
+    shared_hub: HubProcess,
+) -> None:
     """Plain keyed posts queued behind one lock reach the writer as one batch: written as
     data together (issue 14), while a refusal and a key with a record in the same batch get
     the answers they always had; seqs and inbox cursors stay gap-free."""
-    s = make_setup(hub, ["alice", "carol"], ["bot"])
+    hub = shared_hub
+    s = make_setup(hub, ["alice", "carol"], ["bot"], workspace=fresh_workspace())
     with hub.client(hub.admin_token) as admin:
-        r = admin.post("/v1/admin/workspaces/acme/members", json={"name": "erin", "kind": "human"})
+        r = admin.post(
+            f"/v1/admin/workspaces/{s.workspace}/members", json={"name": "erin", "kind": "human"}
+        )
         erin = r.json()["token"]
     with hub.client(s.tokens["alice"], timeout=30) as c:
         assert post(c, s.room, {"text": "first"}, "dup").status_code == 201
