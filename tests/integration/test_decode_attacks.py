@@ -14,6 +14,17 @@ import pytest
 from hubproc import HubProcess, Setup
 
 
+# One hub per engine for this module; each test makes its own workspace on it.
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
+
+
+@pytest.fixture
+def hub(shared_hub: HubProcess) -> HubProcess:
+    return shared_hub
+
+
 def nested(depth: int) -> bytes:
     """Metadata `{"m": [[…[]…]]}` nesting `depth` levels (the metadata object is level 1)."""
     return b'{"m": ' + b"[" * (depth - 1) + b"]" * (depth - 1) + b"}"

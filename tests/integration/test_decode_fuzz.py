@@ -9,10 +9,18 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hubproc import Setup
+
+
+# One hub per engine for this module; each test makes its own workspace on it.
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
+
 
 FUZZ = settings(
     max_examples=60,

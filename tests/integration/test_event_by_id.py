@@ -3,7 +3,15 @@ same 404 as for an id that does not exist (docs/api.md)."""
 
 from __future__ import annotations
 
-from hubproc import Setup, make_setup
+import pytest
+
+from hubproc import Setup, fresh_workspace, make_setup
+
+
+# One hub per engine for this module; each test makes its own workspace on it.
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
 
 
 def test_a_participant_reads_one_event_as_the_room_serves_it(setup: Setup) -> None:
@@ -33,7 +41,7 @@ def test_unknown_foreign_and_other_rooms_events_are_all_event_not_found(setup: S
         private = r.json()["room"]["id"]
         hidden = alice.post(f"/v1/rooms/{private}/messages", json={"text": "secret"})
         hidden_id = hidden.json()["event"]["id"]
-    other = make_setup(setup.hub, ["olga"], ["obot"], workspace="other")
+    other = make_setup(setup.hub, ["olga"], ["obot"], workspace=fresh_workspace())
     with setup.hub.client(setup.tokens["bot"]) as bot:
         not_mine = bot.get(f"/v1/events/{hidden_id}")
         unknown = bot.get("/v1/events/ev_00000000000000000000000000")

@@ -8,7 +8,14 @@ import os
 import pytest
 
 from agentpost.hub.blobs import SMALL_BODY
-from hubproc import HubProcess, Setup, make_setup
+from hubproc import HubProcess, Setup, fresh_workspace, make_setup
+
+
+# One hub per engine for this module; each test makes its own workspace on it (the one
+# test with its own upload cap starts its own hub).
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
 
 
 def upload(
@@ -110,8 +117,9 @@ def test_oversize_upload_is_413_and_keeps_the_key(make_hub) -> None:  # noqa: AN
         assert ok.headers["idempotency-status"] == "created"
 
 
-def test_media_downloads_only_for_participants(hub: HubProcess) -> None:
-    s = make_setup(hub, ["alice", "eve"], [])
+def test_media_downloads_only_for_participants(shared_hub: HubProcess) -> None:
+    hub = shared_hub
+    s = make_setup(hub, ["alice", "eve"], [], workspace=fresh_workspace())
     with hub.client(s.tokens["alice"]) as c:
         c.delete(f"/v1/rooms/{s.room}/participants/eve")
         media_id = upload(c, s.room, b"secret").json()["media"]["id"]

@@ -7,8 +7,15 @@ import re
 from collections.abc import Iterator
 
 import httpx
+import pytest
 
 from hubproc import Setup
+
+
+# One hub per engine for this module; each test makes its own workspace on it.
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
 
 CAP = 1024 * 1024  # HubConfig.max_json_bytes
 ROUTE = "POST /v1/rooms/{room}/messages"

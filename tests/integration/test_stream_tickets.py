@@ -12,6 +12,13 @@ import pytest
 from hubproc import HubProcess, Setup, make_setup, poll
 
 
+# One hub per engine for this module; each test makes its own workspace on it (the one
+# with a short ticket life starts its own hub).
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
+
+
 def ticket(hub: HubProcess, token: str, room: str) -> dict[str, str]:
     with hub.client(token) as c:
         r = c.post(f"/v1/rooms/{room}/stream-ticket")
@@ -56,7 +63,7 @@ def test_a_ticket_opens_its_rooms_stream_without_a_token(setup: Setup) -> None:
 
 def test_a_ticket_opens_nothing_else(setup: Setup) -> None:
     with setup.hub.client(setup.tokens["alice"]) as alice:
-        r = alice.post("/v1/workspaces/acme/rooms", json={"name": "other"})
+        r = alice.post(f"/v1/workspaces/{setup.workspace}/rooms", json={"name": "other"})
         other = r.json()["room"]["id"]
     t = ticket(setup.hub, setup.tokens["alice"], setup.room)["ticket"]
     hub = setup.hub
@@ -88,7 +95,7 @@ def test_a_ticket_opens_nothing_else(setup: Setup) -> None:
 
 def test_only_a_participant_gets_a_ticket(setup: Setup) -> None:
     with setup.hub.client(setup.tokens["alice"]) as alice:
-        r = alice.post("/v1/workspaces/acme/rooms", json={"name": "private"})
+        r = alice.post(f"/v1/workspaces/{setup.workspace}/rooms", json={"name": "private"})
         private = r.json()["room"]["id"]
     with setup.hub.client(setup.tokens["carol"]) as carol:
         r = carol.post(f"/v1/rooms/{private}/stream-ticket")
@@ -119,7 +126,9 @@ def test_a_ticket_expires(make_hub: Callable[..., HubProcess]) -> None:
 def test_a_ticket_stops_working_when_its_member_is_removed(setup: Setup, hard: bool) -> None:
     t = ticket(setup.hub, setup.tokens["carol"], setup.room)
     with setup.hub.client(setup.hub.admin_token) as admin:
-        r = admin.delete("/v1/admin/workspaces/acme/members/carol", params={"hard": hard})
+        r = admin.delete(
+            f"/v1/admin/workspaces/{setup.workspace}/members/carol", params={"hard": hard}
+        )
         assert r.status_code == 200
     status, code = refusal(setup.hub, t["stream_url"])
     assert (status, code) == ((401, "unauthorized") if hard else (403, "member_removed"))
@@ -131,7 +140,8 @@ def test_an_open_ticket_stream_ends_when_its_member_is_removed(setup: Setup) -> 
         with c.stream("GET", t["stream_url"]) as r:
             assert r.status_code == 200
             with setup.hub.client(setup.hub.admin_token) as admin:
-                assert admin.delete("/v1/admin/workspaces/acme/members/helper").is_success
+                gone = admin.delete(f"/v1/admin/workspaces/{setup.workspace}/members/helper")
+                assert gone.is_success
             # The hub ends the stream (keep-alives come every 0.5 s in tests).
             for _ in r.iter_lines():
                 pass
