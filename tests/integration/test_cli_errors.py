@@ -11,6 +11,17 @@ from clirun import agentpost, json_error
 from hubproc import HubProcess, Setup
 
 
+# One hub per engine for this module: its tests make no workspace or one of their own.
+@pytest.fixture
+def hub(shared_hub: HubProcess) -> HubProcess:
+    return shared_hub
+
+
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -131,7 +142,7 @@ def test_piped_output_is_plain_and_ids_are_whole(setup: Setup) -> None:
         "create",
         "a-room-with-a-rather-long-name-" + "x" * 28,
         "-w",
-        "acme",
+        setup.workspace,
         "-p",
         "bot",
         "-p",
