@@ -49,11 +49,14 @@ def post_room(scope: Scope) -> tuple[str, str] | None:
     return (room, route) if room and "/" not in room else None
 
 
+_WANTED = frozenset((b"authorization", b"idempotency-key", b"content-length", b"content-type"))
+
+
 def _headers(scope: Scope) -> dict[bytes, str]:
-    """The first of each header, as Starlette's `Headers.get`."""
+    """The first of each header these routes read, as Starlette's `Headers.get`."""
     out: dict[bytes, str] = {}
     for name, value in scope["headers"]:
-        if name not in out:
+        if name in _WANTED and name not in out:
             out[name] = value.decode("latin-1")
     return out
 
