@@ -195,7 +195,11 @@ class Idempotency:
             known = self.recent.get(slot, self._cutoff())
             if known is not None:
                 return self._from_record(known, fp)
-            rec = await self.lookup(member_id, key)
+            # The claim in the write transaction is the authority on a key (it answers one
+            # recorded before from its record); reading the key first only matters when work
+            # would run before the write (`prepare`: the router's model), which a replay
+            # must never trigger. Otherwise a new key, the common case, skips that read.
+            rec = await self.lookup(member_id, key) if prepare is not None else None
             if rec is not None:
                 self._remember(rec)
                 return self._from_record(rec, fp)
