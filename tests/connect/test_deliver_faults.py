@@ -300,6 +300,48 @@ def test_hub_413_is_rejected_with_one_keyed_notice(f: Faulty) -> None:
     assert sent.json()["send"]["event"]["id"] == notice[0]["id"]  # posted under the notice key
 
 
+# -- the ledger fails after the parts posted ----------------------------------------------
+
+
+def test_a_ledger_that_cannot_record_the_result_answers_retry_and_the_resend_posts_nothing_again(
+    f: Faulty,
+) -> None:
+    """Every part posted, then the ledger refuses the result (a disk error, here a trigger in
+    the real ledger): `retry`, never an error the agent cannot read; the resend finishes it
+    from the ledger and the hub's keys, and every part is in the room once."""
+    b = binding(f)
+    Path(b["export_dir"], "ledger-late.txt").write_text("late")
+    request = {
+        "binding": "$BINDING",
+        "id": "fledger",
+        "parts": [
+            {"type": "text", "text": "ledger refuses the result"},
+            {"type": "file", "path": "$EXPORT/ledger-late.txt"},
+        ],
+    }
+    ledger = f.ws / "deliveries.sqlite3"
+    with closing(sqlite3.connect(ledger)) as db, db:  # the real ledger
+        db.execute(
+            "CREATE TRIGGER no_result BEFORE UPDATE OF state ON deliveries"
+            " WHEN NEW.id = 'fledger' BEGIN SELECT RAISE(ABORT, 'the disk says no'); END"
+        )
+    try:
+        r = deliver(f, request)
+        assert (r["status"], r["reason"]) == ("retry", "the delivery ledger cannot be written"), r
+        assert r["expires_at"] is not None
+        assert len(texts(f, "ledger refuses the result")) == 1
+        assert len(media(f, "ledger-late.txt")) == 1
+    finally:
+        with closing(sqlite3.connect(ledger)) as db, db:
+            db.execute("DROP TRIGGER no_result")
+    done = deliver(f, request)
+    assert done["status"] == "delivered", done
+    text, file = texts(f, "ledger refuses the result"), media(f, "ledger-late.txt")
+    assert len(text) == 1 and len(file) == 1  # nothing posted twice
+    assert done["event_ids"] == [file[0]["id"], text[0]["id"]]  # files first, then text
+    assert deliver(f, request) == done  # from the ledger now
+
+
 # -- rule 7: 23 hours -------------------------------------------------------------------
 
 

@@ -150,7 +150,9 @@ class AsyncHubClient:
         req = httpx.Request(
             method,
             self.hub + path,
-            headers={**self._headers, **headers} if headers else self._headers,
+            headers={**self._headers, **{k.lower(): v for k, v in headers.items()}}
+            if headers
+            else self._headers,
             extensions={"timeout": timeout},
             **body,
         )

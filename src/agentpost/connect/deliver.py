@@ -238,7 +238,12 @@ class Deliveries:
             _crash(f"after_part_{index}")
         indices = order(e.parts)
         result = delivered(indices, [e.posted[str(i)] for i in indices], expires)
-        await self.ledger.finish(e, result)
+        try:
+            await self.ledger.finish(e, result)
+        except LedgerUnavailable:
+            # Every part is in the room, but the ledger cannot say so: a resend posts
+            # nothing again (same keys, the hub answers each from its record) and finishes.
+            return retry("the delivery ledger cannot be written", expires)
         return result
 
     async def _post_part(
@@ -315,7 +320,11 @@ class Deliveries:
         for e in entries:
             lock = self._locks.setdefault(e.id, asyncio.Lock())
             async with lock:
-                result = await self._post(e)
+                try:
+                    result = await self._post(e)
+                except LedgerUnavailable as exc:  # the next resend of this id retries it
+                    log.error("delivery %s not resumed at start: %s", e.id, exc)
+                    continue
             log.info("delivery %s resumed at start: %s", e.id, result["status"])
 
 

@@ -173,6 +173,8 @@ class Worker:
         supervisor.cancel()
         await asyncio.gather(supervisor, *self._tasks, return_exceptions=True)
         self._write_status()
+        if self.ledger is not None:
+            self.ledger.close()  # commits what is queued (parts recorded without waiting)
         await self.client.aclose()
         return code
 
@@ -395,7 +397,7 @@ class Worker:
 
     async def _heartbeat(self) -> None:
         """Ask the hub, every `HEARTBEAT` seconds, how it sees this Worker's member."""
-        every = float(os.environ.get(HEARTBEAT_ENV, HEARTBEAT))
+        every = _seconds(HEARTBEAT_ENV, HEARTBEAT)
         while True:
             try:
                 seen = await self.client.member(self.workspace_name, self.me)
@@ -412,7 +414,7 @@ class Worker:
 
     async def _status_loop(self) -> None:
         pruned = time.monotonic()  # _declare applied retention at start
-        every = float(os.environ.get(PRUNE_ENV, PRUNE_EVERY))
+        every = _seconds(PRUNE_ENV, PRUNE_EVERY)
         while True:
             self._write_status()
             if time.monotonic() - pruned > every:
@@ -433,6 +435,21 @@ class Worker:
             log.info("ledger retention: %d finished entries dropped", gone)
 
 
+def _seconds(name: str, default: float) -> float:
+    """A positive number of seconds from the environment, else `default` (said in the log)."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if value > 0:
+        return value
+    log.warning("%s=%r is not a positive number of seconds; using %s", name, raw, default)
+    return default
+
+
 def run_worker(config: WorkerConfig, on_ready: Callable[[Worker], None] | None = None) -> int:
     worker = Worker(config)
     if on_ready is not None:
@@ -440,5 +457,7 @@ def run_worker(config: WorkerConfig, on_ready: Callable[[Worker], None] | None =
     try:
         import uvloop  # installed with the hub (uvicorn[standard]); its loop costs less per wake-up
     except ImportError:
+        return asyncio.run(worker.run())
+    if not hasattr(uvloop, "run"):  # uvloop < 0.18
         return asyncio.run(worker.run())
     return uvloop.run(worker.run())

@@ -110,17 +110,23 @@ class BlobStore:
         try:
             final.parent.mkdir(exist_ok=True)
             if final.exists():
+                # The same bytes are there already; their directory entry may be another
+                # upload's, not yet fsync'd (or one whose fsync failed): sync it before ours.
                 tmp_path.unlink()
-                return
-            os.replace(tmp_path, final)
-            dir_fd = os.open(final.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            else:
+                os.replace(tmp_path, final)
+            self._sync_dir(final.parent)
         except OSError as exc:
             _remove(tmp_path)
             raise _unavailable("cannot move an upload into the blob store", exc) from exc
+
+    @staticmethod
+    def _sync_dir(path: Path) -> None:
+        dir_fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
     async def receive(
         self,
@@ -191,7 +197,8 @@ class BlobStore:
     def _store_bytes(self, data: bytes, sha256: str) -> None:
         """Write a whole blob durably (blocking; off the loop): a staging file (which no
         start-up sweep takes while it is young) fsync'd, then moved into place."""
-        if self.path_of(sha256).exists():  # the same bytes, already durable: nothing to do
+        if self.path_of(sha256).exists():  # the same bytes: make sure its name is on disk
+            self._sync_dir(self.path_of(sha256).parent)
             return
         try:
             fd, name = tempfile.mkstemp(dir=self.tmp, prefix=STAGING_PREFIX)

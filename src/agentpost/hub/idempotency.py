@@ -15,9 +15,11 @@
 - Send state (§5): a key's record is readable by its sender, whatever became of the room.
 - An answer never changes while its key lives (only the sweep deletes a record, past its
   TTL; a renewal needs it expired), so this process replays the answers it saw committed
-  from memory (`RecentAnswers`); a key it does not know is read first, as before (issue
-  14 measured skipping that read: no CPU saved, keyed throughput ~0.88x under load),
-  and the claim in the write transaction stays the authority.
+  from memory (`RecentAnswers`). A key it does not know goes straight to the write, whose
+  claim is the authority and answers a key recorded before (by another process, or before a
+  restart) from its record; it is read first only when work would run before the write
+  (`prepare`: the router's model), which a replay must never trigger (issue 14: −14 % CPU
+  per keyed post).
 """
 
 from __future__ import annotations
