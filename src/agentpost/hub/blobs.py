@@ -83,6 +83,20 @@ def _feed(parser: MultipartParser, chunk: bytes | None) -> None:
         ) from exc
 
 
+async def _parse(sink: _Sink, boundary: bytes, stream: AsyncIterator[bytes]) -> Upload:
+    """Feed the whole body through the streaming parser into `sink`; the first refusal
+    (malformed, too large, a bad field) ends it."""
+    parser = MultipartParser(boundary, sink.callbacks())
+    async for chunk in stream:
+        _feed(parser, chunk)
+        if sink.error is not None:
+            raise sink.error
+    _feed(parser, None)
+    if sink.error is not None:
+        raise sink.error
+    return sink.result()
+
+
 @dataclass
 class Upload:
     sha256: str
@@ -153,15 +167,7 @@ class BlobStore:
             raise _unavailable("cannot create an upload temp file", exc) from exc
         sink = _Sink(os.fdopen(fd, "wb"), max_bytes)
         try:
-            parser = MultipartParser(boundary, sink.callbacks())
-            async for chunk in stream:
-                _feed(parser, chunk)
-                if sink.error is not None:
-                    raise sink.error
-            _feed(parser, None)
-            if sink.error is not None:
-                raise sink.error
-            upload = sink.result()
+            upload = await _parse(sink, boundary, stream)
         except OSError as exc:  # disk full, read-only, I/O error: the store, not the request
             _discard(sink.out, tmp_path)
             await _drain(stream, max_bytes + 65536)
@@ -181,16 +187,7 @@ class BlobStore:
         """A small body: parsed into memory, then written once, off the loop. The server
         gives no more body than the Content-Length said (at most `SMALL_BODY`)."""
         out = io.BytesIO()
-        sink = _Sink(out, max_bytes)
-        parser = MultipartParser(boundary, sink.callbacks())
-        async for chunk in stream:
-            _feed(parser, chunk)
-            if sink.error is not None:
-                raise sink.error
-        _feed(parser, None)
-        if sink.error is not None:
-            raise sink.error
-        upload = sink.result()
+        upload = await _parse(_Sink(out, max_bytes), boundary, stream)
         await asyncio.to_thread(self._store_bytes, out.getvalue(), upload.sha256)
         return upload
 
