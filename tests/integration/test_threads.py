@@ -1,6 +1,9 @@
 """Threads on a real hub (docs/threads.md): the one thread per owner and name, made once even
 when asked at once (also from two hub processes on one PostgreSQL database); a key's send
-state; a delivered key still replayed after its thread was archived; the Python client."""
+state; a delivered key still replayed after its thread was archived; the Python client.
+
+One hub per engine serves this module's tests, each in a workspace of its own; the test of two
+hub processes on one database starts its own (`make_hub`)."""
 
 from __future__ import annotations
 
@@ -13,15 +16,22 @@ import httpx
 import pytest
 
 from agentpost.client import AsyncHubClient, HubClient, HubRefused
-from hubproc import HubProcess, Setup, make_setup
+from hubproc import HubProcess, Setup, fresh_workspace, make_setup
 
-ENSURE = "/v1/workspaces/acme/threads/ensure"
+
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
+
+
+def ensure_path(workspace: str) -> str:
+    return f"/v1/workspaces/{workspace}/threads/ensure"
 
 
 def ensure(setup: Setup, who: str, name: str, owner: str | None = None) -> httpx.Response:
     body = {"name": name} if owner is None else {"name": name, "owner": owner}
     with setup.hub.client(setup.tokens[who]) as c:
-        return c.post(ENSURE, json=body)
+        return c.post(ensure_path(setup.workspace), json=body)
 
 
 def room(setup: Setup, who: str, room_id: str) -> dict:
@@ -33,7 +43,8 @@ def room(setup: Setup, who: str, room_id: str) -> dict:
 
 def rooms_named(setup: Setup, who: str, name: str) -> list[dict]:
     with setup.hub.client(setup.tokens[who]) as c:
-        return [r for r in c.get("/v1/workspaces/acme/rooms").json()["rooms"] if r["name"] == name]
+        rooms = c.get(f"/v1/workspaces/{setup.workspace}/rooms").json()["rooms"]
+        return [r for r in rooms if r["name"] == name]
 
 
 def error_code(r: httpx.Response) -> str:
@@ -46,7 +57,7 @@ def test_ensure_makes_the_thread_once_and_then_returns_it(setup: Setup) -> None:
     body = first.json()
     assert set(body) == {"thread_id", "workspace", "name", "owner", "created"}
     assert (body["workspace"], body["name"], body["owner"], body["created"]) == (
-        "acme",
+        setup.workspace,
         "alice-home",
         "alice",
         True,
@@ -103,28 +114,31 @@ def test_a_room_of_that_name_that_is_not_the_owners_thread_is_refused_and_left_a
     assert rooms_named(setup, "alice", "shared-name") == []
 
 
-def test_unknown_workspace_unknown_owner_and_bad_names_are_refused(
-    setup: Setup, make_hub: Callable[..., HubProcess]
-) -> None:
+def test_unknown_workspace_unknown_owner_and_bad_names_are_refused(setup: Setup) -> None:
     with setup.hub.client(setup.tokens["alice"]) as c:
         r = c.post("/v1/workspaces/nowhere/threads/ensure", json={"name": "t"})
         assert (r.status_code, error_code(r)) == (404, "no_workspace")
-        r = c.post(ENSURE, json={"name": "t", "owner": "ghost"})
+        r = c.post(ensure_path(setup.workspace), json={"name": "t", "owner": "ghost"})
         assert (r.status_code, error_code(r), r.json()["error"]["field"]) == (
             400,
             "invalid_request",
             "$.owner",
         )
         for bad in [{"name": "Has Spaces"}, {}, {"name": "t", "extra": 1}]:
-            r = c.post(ENSURE, json=bad)
+            r = c.post(ensure_path(setup.workspace), json=bad)
             assert (r.status_code, error_code(r)) == (400, "invalid_request"), bad
-        r = c.post(ENSURE, json={"name": "t"}, headers={"Authorization": "Bearer nope"})
+        r = c.post(
+            ensure_path(setup.workspace),
+            json={"name": "t"},
+            headers={"Authorization": "Bearer nope"},
+        )
         assert (r.status_code, error_code(r)) == (401, "unauthorized")
     # Another workspace of the same hub is not the caller's: no_workspace, nothing made.
+    other = fresh_workspace()
     with setup.hub.client(setup.hub.admin_token) as admin:
-        assert admin.post("/v1/admin/workspaces", json={"name": "other"}).status_code == 201
+        assert admin.post("/v1/admin/workspaces", json={"name": other}).status_code == 201
     with setup.hub.client(setup.tokens["alice"]) as c:
-        r = c.post("/v1/workspaces/other/threads/ensure", json={"name": "t"})
+        r = c.post(ensure_path(other), json={"name": "t"})
         assert (r.status_code, error_code(r)) == (404, "no_workspace")
 
 
@@ -161,7 +175,7 @@ def test_two_hub_processes_on_one_database_make_one_thread(
     def ask(i: int) -> httpx.Response:
         barrier.wait()
         with (a if i % 2 else b).client(s.tokens[askers[i % 4]]) as c:
-            return c.post(ENSURE, json={"name": "the-one", "owner": "bot"})
+            return c.post(ensure_path(s.workspace), json={"name": "the-one", "owner": "bot"})
 
     with ThreadPoolExecutor(n) as pool:
         answers = list(pool.map(ask, range(n)))
@@ -238,7 +252,7 @@ def test_a_delivered_key_replays_after_the_thread_was_archived(setup: Setup) -> 
 
 def test_the_sync_client_sends_once_per_key(setup: Setup) -> None:
     with HubClient(setup.hub.url, setup.tokens["bot"]) as c:
-        t = c.ensure_thread("acme", "bot-home")
+        t = c.ensure_thread(setup.workspace, "bot-home")
         assert (t.owner, t.created) == ("bot", True)
         first = c.thread_send(t.thread_id, "wake 1", key="wake-1")
         again = c.thread_send("bot-home", "wake 1\n", key="wake-1")  # by name; trimmed alike
@@ -274,8 +288,8 @@ def test_the_async_client_scopes_the_key_by_sender_and_acting_for(setup: Setup) 
             AsyncHubClient(setup.hub.url, setup.tokens["alice"]) as alice,
             AsyncHubClient(setup.hub.url, setup.tokens["carol"]) as carol,
         ):
-            t = await alice.ensure_thread("acme", "shared-thread")
-            await carol.ensure_thread("acme", "shared-thread", owner="alice")
+            t = await alice.ensure_thread(setup.workspace, "shared-thread")
+            await carol.ensure_thread(setup.workspace, "shared-thread", owner="alice")
             a = await alice.thread_send(t.thread_id, "wake", key="w", acting_for="")
             c = await carol.thread_send(t.thread_id, "wake", key="w", acting_for="")
             ab = await alice.thread_send(t.thread_id, "wake", key="w", acting_for="bot")
