@@ -1,6 +1,9 @@
 """The real `agentpost thread` CLI against real hub processes (docs/threads.md): one message
 per key from separate processes, six concurrent ensures make one thread, and every failure
-of the issue maps to its code, its exit status, and a key that no failure spent unsent."""
+of the issue maps to its code, its exit status, and a key that no failure spent unsent.
+
+One hub per engine serves this module's tests, each in a workspace of its own; the tests that
+stop or crash a hub, or run two on one database, start their own (`make_hub`)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,11 @@ import pytest
 from hubproc import HubProcess, Setup, make_setup
 
 Run = subprocess.CompletedProcess[str]
+
+
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
 
 
 def cli_env(url: str, token: str | None, env: dict[str, str] | None = None) -> dict[str, str]:
@@ -98,7 +106,7 @@ def events(hub: HubProcess, token: str, room: str) -> list[dict]:
 
 def thread_for(s: Setup, who: str, name: str) -> str:
     return str(
-        ok(cli(s.hub.url, s.tokens[who], "thread", "ensure", name, "-w", "acme", "--json"))[
+        ok(cli(s.hub.url, s.tokens[who], "thread", "ensure", name, "-w", s.workspace, "--json"))[
             "thread_id"
         ]
     )
@@ -239,7 +247,16 @@ def test_failures_map_to_codes_and_leave_the_key_unused(setup: Setup, tmp_path: 
     # carol's refusal did not spend her key either (keys are per sender).
     ok(
         cli(
-            url, carol, "thread", "ensure", "alice-home", "-w", "acme", "--owner", "alice", "--json"
+            url,
+            carol,
+            "thread",
+            "ensure",
+            "alice-home",
+            "-w",
+            setup.workspace,
+            "--owner",
+            "alice",
+            "--json",
         )
     )
     assert ok(send(url, carol, thread, "-k", "k1", "--text", "hi"))["delivery"] == "sent"
@@ -268,7 +285,8 @@ def test_a_sender_who_left_the_thread_learns_its_delivery(setup: Setup) -> None:
     CLI reads the send state and prints `delivered` with the first message."""
     url, alice, bot = setup.hub.url, setup.tokens["alice"], setup.tokens["bot"]
     thread = thread_for(setup, "alice", "alice-home")
-    ok(cli(url, bot, "thread", "ensure", "alice-home", "-w", "acme", "--owner", "alice", "--json"))
+    ws = setup.workspace
+    ok(cli(url, bot, "thread", "ensure", "alice-home", "-w", ws, "--owner", "alice", "--json"))
     first = ok(send(url, bot, thread, "-k", "report-1", "--text", "done"))
     with setup.hub.client(alice) as c:
         assert c.delete(f"/v1/rooms/{thread}/participants/bot").status_code == 200
@@ -350,7 +368,9 @@ def test_a_hub_answering_5xx_is_retryable(setup: Setup) -> None:
             True,
         )
         refused(
-            cli(url, setup.tokens["alice"], "thread", "ensure", "x", "-w", "acme", "--json"),
+            cli(
+                url, setup.tokens["alice"], "thread", "ensure", "x", "-w", setup.workspace, "--json"
+            ),
             "internal",
             75,
             True,
