@@ -1,4 +1,9 @@
-"""Reading: paging, the SSE stream with Last-Event-ID and keep-alives, the inbox (§2, §3)."""
+"""Reading: paging, the SSE stream with Last-Event-ID and keep-alives, the inbox (§2, §3).
+
+One hub per engine serves this module's tests, each in a workspace of its own. The open-stream
+gauge counts the whole hub, so a test that waits for its own stream first waits for the
+streams of the tests before it to end (the hub ends a stream whose client left at its next
+write at the latest: a keep-alive every 0.5 s)."""
 
 from __future__ import annotations
 
@@ -6,8 +11,14 @@ import json
 import threading
 
 import httpx
+import pytest
 
 from hubproc import Setup, poll
+
+
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
 
 
 def post(c: httpx.Client, room: str, text: str) -> dict:
@@ -54,6 +65,7 @@ def test_stream_delivers_live_events_and_resumes_with_last_event_id(setup: Setup
     with setup.hub.client(setup.tokens["alice"]) as c:
         for i in range(3):
             post(c, setup.room, f"old{i}")
+        poll(lambda: _room_streams(setup) == 0)  # so the one stream counted next is ours
 
         def later() -> None:
             with setup.hub.client(setup.tokens["carol"]) as other:
@@ -71,6 +83,10 @@ def test_stream_delivers_live_events_and_resumes_with_last_event_id(setup: Setup
 def _stream_open(setup: Setup) -> bool:
     with setup.hub.client() as c:
         return 'agentpost_open_streams{kind="room"} 1.0' in c.get("/metrics").text
+
+
+def _room_streams(setup: Setup) -> float:
+    return _open_streams(setup, "room")
 
 
 def test_stream_sends_keep_alive_comments(setup: Setup) -> None:
@@ -111,6 +127,7 @@ def test_mention_wakes_the_target_inbox_and_ack_moves_the_cursor(setup: Setup) -
 
 
 def test_inbox_long_poll_returns_when_woken(setup: Setup) -> None:
+    poll(lambda: _inbox_polls(setup) == 0)  # so the one poll counted next is ours
     with setup.hub.client(setup.tokens["bot"], timeout=30) as bot:
         got: dict = {}
 
@@ -127,9 +144,13 @@ def test_inbox_long_poll_returns_when_woken(setup: Setup) -> None:
 
 
 def _inbox_polls(setup: Setup) -> float:
+    return _open_streams(setup, "inbox_poll")
+
+
+def _open_streams(setup: Setup, kind: str) -> float:
     with setup.hub.client() as c:
         for line in c.get("/metrics").text.splitlines():
-            if line.startswith('agentpost_open_streams{kind="inbox_poll"}'):
+            if line.startswith(f'agentpost_open_streams{{kind="{kind}"}}'):
                 return float(line.rsplit(" ", 1)[1])
     return 0.0
 
@@ -152,12 +173,15 @@ def test_removed_member_is_refused_at_once(setup: Setup) -> None:
     with setup.hub.client(setup.tokens["bot"]) as bot:
         assert bot.get("/v1/me").status_code == 200
         with setup.hub.client(setup.hub.admin_token) as admin:
-            assert admin.delete("/v1/admin/workspaces/acme/members/bot").status_code == 200
+            r = admin.delete(f"/v1/admin/workspaces/{setup.workspace}/members/bot")
+            assert r.status_code == 200
         r = bot.post(f"/v1/rooms/{setup.room}/messages", json={"text": "still here?"})
         assert (r.status_code, r.json()["error"]["code"]) == (403, "agent_removed")
     with setup.hub.client(setup.tokens["helper"]) as helper:
         with setup.hub.client(setup.hub.admin_token) as admin:
-            admin.delete("/v1/admin/workspaces/acme/members/helper", params={"hard": "true"})
+            admin.delete(
+                f"/v1/admin/workspaces/{setup.workspace}/members/helper", params={"hard": "true"}
+            )
         gone = helper.get("/v1/me")
         assert (gone.status_code, gone.json()["error"]["code"]) == (403, "agent_removed")
     with setup.hub.client(setup.tokens["alice"]) as a:
@@ -168,6 +192,7 @@ def test_removed_member_is_refused_at_once(setup: Setup) -> None:
 def test_removed_members_open_streams_end_and_deliver_nothing_new(setup: Setup) -> None:
     import time
 
+    poll(lambda: _room_streams(setup) == 0)  # so the one stream counted next is ours
     with setup.hub.client(setup.tokens["bot"], timeout=10) as bot:
         got: list[str] = []
         ended: list[bool] = []
@@ -177,7 +202,8 @@ def test_removed_members_open_streams_end_and_deliver_nothing_new(setup: Setup) 
         ):
             poll(lambda: _stream_open(setup))
             with setup.hub.client(setup.hub.admin_token) as admin:
-                assert admin.delete("/v1/admin/workspaces/acme/members/bot").status_code == 200
+                r = admin.delete(f"/v1/admin/workspaces/{setup.workspace}/members/bot")
+                assert r.status_code == 200
             with setup.hub.client(setup.tokens["alice"]) as a:
                 post(a, setup.room, "@bot after your removal")
             for resp in (room_stream, inbox_stream):
