@@ -1,11 +1,21 @@
-"""Workspaces, members, rooms, participants, archive; meta routes (§2, §3)."""
+"""Workspaces, members, rooms, participants, archive; meta routes (§2, §3).
+
+One hub per engine serves this module's tests, each in a workspace of its own; the test that
+reads the hub-wide post counters starts its own (`make_setup` on `hub`)."""
 
 from __future__ import annotations
 
 import os
 import stat
 
-from hubproc import HubProcess, Setup
+import pytest
+
+from hubproc import HubProcess, Setup, make_setup
+
+
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
 
 
 def test_admin_routes_need_the_admin_token(setup: Setup) -> None:
@@ -14,8 +24,8 @@ def test_admin_routes_need_the_admin_token(setup: Setup) -> None:
         assert (r.status_code, r.json()["error"]["code"]) == (401, "unauthorized")
 
 
-def test_admin_token_file_is_private(hub: HubProcess) -> None:
-    mode = stat.S_IMODE(os.stat(hub.data_dir / "admin.token").st_mode)
+def test_admin_token_file_is_private(shared_hub: HubProcess) -> None:
+    mode = stat.S_IMODE(os.stat(shared_hub.data_dir / "admin.token").st_mode)
     assert mode == 0o600
 
 
@@ -45,30 +55,32 @@ def test_tokens_are_stored_hashed(setup: Setup) -> None:
 
 
 def test_duplicates_and_unknowns_have_stable_codes(setup: Setup) -> None:
+    ws = setup.workspace
     with setup.hub.client(setup.hub.admin_token) as admin:
         assert (
-            admin.post("/v1/admin/workspaces", json={"name": "acme"}).json()["error"]["code"]
+            admin.post("/v1/admin/workspaces", json={"name": ws}).json()["error"]["code"]
             == "workspace_exists"
         )
-        r = admin.post("/v1/admin/workspaces/acme/members", json={"name": "alice", "kind": "human"})
+        alice = {"name": "alice", "kind": "human"}
+        r = admin.post(f"/v1/admin/workspaces/{ws}/members", json=alice)
         assert (r.status_code, r.json()["error"]["code"]) == (409, "member_exists")
         r = admin.post("/v1/admin/workspaces/nope/members", json={"name": "x", "kind": "human"})
         assert (r.status_code, r.json()["error"]["code"]) == (404, "no_workspace")
         r = admin.post(
-            "/v1/admin/workspaces/acme/members", json={"name": "Bad Name", "kind": "human"}
+            f"/v1/admin/workspaces/{ws}/members", json={"name": "Bad Name", "kind": "human"}
         )
         assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request")
         r = admin.post(
-            "/v1/admin/workspaces/acme/members",
+            f"/v1/admin/workspaces/{ws}/members",
             json={"name": "a2", "kind": "agent", "owner": "bot"},
         )
         assert r.json()["error"]["code"] == "invalid_request"
-        r = admin.delete("/v1/admin/workspaces/acme/members/ghost")
+        r = admin.delete(f"/v1/admin/workspaces/{ws}/members/ghost")
         assert (r.status_code, r.json()["error"]["code"]) == (404, "member_not_found")
     with setup.hub.client(setup.tokens["alice"]) as c:
-        r = c.post("/v1/workspaces/acme/rooms", json={"name": "general"})
+        r = c.post(f"/v1/workspaces/{ws}/rooms", json={"name": "general"})
         assert (r.status_code, r.json()["error"]["code"]) == (409, "room_exists")
-        r = c.post("/v1/workspaces/acme/rooms", json={"name": "x", "participants": ["ghost"]})
+        r = c.post(f"/v1/workspaces/{ws}/rooms", json={"name": "x", "participants": ["ghost"]})
         assert r.json()["error"]["code"] == "invalid_request"
         r = c.post("/v1/workspaces/other/rooms", json={"name": "x"})
         assert (r.status_code, r.json()["error"]["code"]) == (404, "no_workspace")
@@ -92,7 +104,7 @@ def test_room_shape_participants_and_archive(setup: Setup) -> None:
         assert "helper" in room["participants"]
         assert c.post(f"/v1/rooms/{setup.room}/archive").json()["room"]["archived"] is True
         assert c.post(f"/v1/rooms/{setup.room}/unarchive").json()["room"]["archived"] is False
-        listed = c.get("/v1/workspaces/acme/rooms").json()["rooms"]
+        listed = c.get(f"/v1/workspaces/{setup.workspace}/rooms").json()["rooms"]
         assert [r["id"] for r in listed] == [setup.room]
 
 
@@ -106,10 +118,12 @@ def test_me_shape(setup: Setup) -> None:
         "status": "active",
         "owner": "alice",
     }
-    assert me["workspace"]["name"] == "acme"
+    assert me["workspace"]["name"] == setup.workspace
 
 
-def test_capabilities_healthz_metrics(setup: Setup) -> None:
+def test_capabilities_healthz_metrics(hub: HubProcess) -> None:
+    # Its own hub: the counters below count every post the hub answered.
+    setup = make_setup(hub, ["alice", "carol"], ["bot", "helper"])
     with setup.hub.client() as c:
         caps = c.get("/v1/capabilities").json()
         assert caps["room_post_idempotency"] == {
