@@ -1,5 +1,8 @@
 """The CLI's member and admin commands beyond posting: rooms listed, archived and joined;
-who am I; workspaces and members listed; a token reissued; media downloaded."""
+who am I; workspaces and members listed; a token reissued; media downloaded.
+
+One hub per engine serves this module's tests, each in a workspace of its own; the test that
+lists every workspace of the hub starts its own (`make_setup` on `hub`)."""
 
 from __future__ import annotations
 
@@ -7,8 +10,15 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 from clirun import agentpost, json_error
-from hubproc import Setup
+from hubproc import HubProcess, Setup, make_setup
+
+
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
 
 
 def _json(p) -> dict:  # noqa: ANN001
@@ -18,7 +28,7 @@ def _json(p) -> dict:  # noqa: ANN001
 def test_room_list_archive_and_participants(setup: Setup) -> None:
     hub, alice = setup.hub, setup.tokens["alice"]
     made = _json(agentpost(hub, "room", "create", "ops", "--json", token=alice))["room"]
-    assert made["workspace"] == "acme" and made["participants"] == ["alice"]
+    assert made["workspace"] == setup.workspace and made["participants"] == ["alice"]
     names = [
         r["name"] for r in _json(agentpost(hub, "room", "list", "--json", token=alice))["rooms"]
     ]
@@ -55,15 +65,16 @@ def test_room_list_archive_and_participants(setup: Setup) -> None:
 def test_whoami(setup: Setup) -> None:
     me = _json(agentpost(setup.hub, "whoami", "--json", token=setup.tokens["bot"]))
     assert me["member"]["name"] == "bot" and me["member"]["kind"] == "agent"
-    assert me["member"]["owner"] == "alice" and me["workspace"]["name"] == "acme"
+    assert me["member"]["owner"] == "alice" and me["workspace"]["name"] == setup.workspace
     human = agentpost(setup.hub, "whoami", token=setup.tokens["bot"]).stdout.splitlines()
-    assert human[1].split("\t")[:4] == ["bot", "agent", "alice", "acme"]
+    assert human[1].split("\t")[:4] == ["bot", "agent", "alice", setup.workspace]
     bad = agentpost(setup.hub, "whoami", "--json", token="ap_nope", check=False)
     assert bad.returncode == 1 and json_error(bad)["code"] == "unauthorized"
 
 
-def test_workspaces_and_members_listed_removed_ones_with_status(setup: Setup) -> None:
-    hub = setup.hub
+def test_workspaces_and_members_listed_removed_ones_with_status(hub: HubProcess) -> None:
+    # Its own hub: the list below is every workspace of the hub.
+    setup = make_setup(hub, ["alice", "carol"], ["bot", "helper"])
     agentpost(hub, "admin", "workspace", "create", "beta")
     names = [
         w["name"]
@@ -84,30 +95,31 @@ def test_workspaces_and_members_listed_removed_ones_with_status(setup: Setup) ->
 def test_a_reissued_token_replaces_the_old_one_at_once(setup: Setup) -> None:
     hub, old = setup.hub, setup.tokens["bot"]
     agentpost(hub, "inbox", token=old)  # the old token works (and is cached by the hub)
-    new = _json(agentpost(hub, "admin", "member", "token", "acme", "bot", "--json"))
+    ws = setup.workspace
+    new = _json(agentpost(hub, "admin", "member", "token", ws, "bot", "--json"))
     assert new["member"]["name"] == "bot" and new["token"] != old
     stale = agentpost(hub, "inbox", "--json", token=old, check=False)
     assert stale.returncode == 1 and json_error(stale)["code"] == "unauthorized"
     assert _json(agentpost(hub, "whoami", "--json", token=new["token"]))["member"]["name"] == "bot"
-    agentpost(hub, "admin", "member", "remove", "acme", "carol")
-    removed = agentpost(hub, "admin", "member", "token", "acme", "carol", "--json", check=False)
+    agentpost(hub, "admin", "member", "remove", ws, "carol")
+    removed = agentpost(hub, "admin", "member", "token", ws, "carol", "--json", check=False)
     assert removed.returncode == 1 and json_error(removed)["code"] == "member_removed"
-    unknown = agentpost(hub, "admin", "member", "token", "acme", "zed", "--json", check=False)
+    unknown = agentpost(hub, "admin", "member", "token", ws, "zed", "--json", check=False)
     assert unknown.returncode == 1 and json_error(unknown)["code"] == "member_not_found"
 
 
 def test_a_softly_removed_name_says_how_to_free_it(setup: Setup) -> None:
-    hub = setup.hub
-    agentpost(hub, "admin", "member", "remove", "acme", "carol")
-    again = agentpost(hub, "admin", "member", "add", "acme", "carol", "--json", check=False)
+    hub, ws = setup.hub, setup.workspace
+    agentpost(hub, "admin", "member", "remove", ws, "carol")
+    again = agentpost(hub, "admin", "member", "add", ws, "carol", "--json", check=False)
     err = json_error(again)
     assert again.returncode == 1 and err["code"] == "member_exists"
     assert "only a hard removal frees the name" in err["message"] and "--hard" in err["message"]
-    agentpost(hub, "admin", "member", "remove", "acme", "carol", "--hard")
-    back = _json(agentpost(hub, "admin", "member", "add", "acme", "carol", "--json"))
+    agentpost(hub, "admin", "member", "remove", ws, "carol", "--hard")
+    back = _json(agentpost(hub, "admin", "member", "add", ws, "carol", "--json"))
     assert back["member"]["status"] == "active"
-    live = agentpost(hub, "admin", "member", "add", "acme", "alice", "--json", check=False)
-    assert json_error(live)["message"] == "member 'alice' exists in 'acme'"
+    live = agentpost(hub, "admin", "member", "add", ws, "alice", "--json", check=False)
+    assert json_error(live)["message"] == f"member 'alice' exists in '{ws}'"
 
 
 def test_media_get_writes_the_file_checked(setup: Setup, tmp_path: Path) -> None:
@@ -168,4 +180,4 @@ def test_thread_ensure_defaults_to_the_tokens_workspace(setup: Setup) -> None:
     t = _json(
         agentpost(setup.hub, "thread", "ensure", "home", "--json", token=setup.tokens["alice"])
     )
-    assert (t["workspace"], t["owner"], t["created"]) == ("acme", "alice", True)
+    assert (t["workspace"], t["owner"], t["created"]) == (setup.workspace, "alice", True)
