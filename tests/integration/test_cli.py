@@ -1,4 +1,6 @@
-"""The real `agentpost` CLI against a real hub process: the README walk-through."""
+"""The real `agentpost` CLI against a real hub process: the README walk-through.
+
+One hub per engine serves this module's tests, each in a workspace of its own."""
 
 from __future__ import annotations
 
@@ -7,7 +9,14 @@ import os
 import subprocess
 import sys
 
-from hubproc import HubProcess
+import pytest
+
+from hubproc import HubProcess, fresh_workspace
+
+
+@pytest.fixture
+def hub(shared_hub: HubProcess) -> HubProcess:
+    return shared_hub
 
 
 def run(
@@ -39,16 +48,15 @@ def run(
 
 
 def test_walkthrough_with_the_cli(hub: HubProcess, tmp_path) -> None:  # noqa: ANN001
-    run(hub, "admin", "workspace", "create", "acme", "--json")
-    alice = json.loads(run(hub, "admin", "member", "add", "acme", "alice", "--json").stdout)[
-        "token"
-    ]
+    ws = fresh_workspace()
+    run(hub, "admin", "workspace", "create", ws, "--json")
+    alice = json.loads(run(hub, "admin", "member", "add", ws, "alice", "--json").stdout)["token"]
     run(
         hub,
         "admin",
         "member",
         "add",
-        "acme",
+        ws,
         "bot",
         "--kind",
         "agent",
@@ -58,7 +66,7 @@ def test_walkthrough_with_the_cli(hub: HubProcess, tmp_path) -> None:  # noqa: A
     )
     room = json.loads(
         run(
-            hub, "room", "create", "general", "-w", "acme", "-p", "bot", "--json", token=alice
+            hub, "room", "create", "general", "-w", ws, "-p", "bot", "--json", token=alice
         ).stdout
     )["room"]
     assert room["participants"] == ["alice", "bot"]
@@ -83,11 +91,10 @@ def test_walkthrough_with_the_cli(hub: HubProcess, tmp_path) -> None:  # noqa: A
 
 
 def test_cli_errors_are_json_with_exit_codes(hub: HubProcess) -> None:
-    run(hub, "admin", "workspace", "create", "acme")
-    alice = json.loads(run(hub, "admin", "member", "add", "acme", "alice", "--json").stdout)[
-        "token"
-    ]
-    run(hub, "room", "create", "general", "-w", "acme", token=alice)
+    ws = fresh_workspace()
+    run(hub, "admin", "workspace", "create", ws)
+    alice = json.loads(run(hub, "admin", "member", "add", ws, "alice", "--json").stdout)["token"]
+    run(hub, "room", "create", "general", "-w", ws, token=alice)
     run(hub, "post", "general", "-t", "one", "-k", "k", token=alice)
     p = run(hub, "post", "general", "-t", "two", "-k", "k", "--json", token=alice, check=False)
     assert p.returncode == 1
@@ -109,7 +116,7 @@ def test_cli_errors_are_json_with_exit_codes(hub: HubProcess) -> None:
     )
     assert down.returncode == 3
     assert json.loads(down.stdout)["error"]["code"] == "hub_unreachable"
-    dup = run(hub, "admin", "workspace", "create", "acme", "--json", check=False)
+    dup = run(hub, "admin", "workspace", "create", ws, "--json", check=False)
     assert dup.returncode == 1 and json.loads(dup.stdout)["error"]["code"] == "workspace_exists"
 
 
