@@ -1,7 +1,11 @@
 """Presence (docs/presence.md): who is in the workspace and who is online, kept in memory on
 each hub process and flushed to the store every few seconds; an open stream keeps its
 member online; "last seen" survives a restart, and a kill -9 loses at most a few seconds.
-Humans alice, carol; agents bot, helper (owner alice)."""
+Humans alice, carol; agents bot, helper (owner alice).
+
+The tests on the default hub share one per engine, each in a workspace of its own (the docs
+block's `acme` is the only one of that name on it); the tests that set presence flags, restart
+a hub or run two on one database start their own (`make_hub`)."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import httpx
 import pytest
 
 from clirun import agentpost, run_doc_block
-from hubproc import HubProcess, make_setup, poll
+from hubproc import HubProcess, fresh_workspace, make_setup, poll
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = {"AGENTPOST_PRESENCE_FLUSH": "0.2"}
@@ -74,20 +78,21 @@ def test_members_show_kind_owner_status_and_who_is_online(
     assert one["online"] is True and one["owner"] == "alice"
 
 
-def test_only_members_of_the_workspace_may_list_it(make_hub: Callable[..., HubProcess]) -> None:
-    hub = make_hub()
-    s = make_setup(hub, ["alice"], ["bot"])
-    other = make_setup(hub, ["olga"], [], workspace="other")
+def test_only_members_of_the_workspace_may_list_it(shared_hub: HubProcess) -> None:
+    hub = shared_hub
+    s = make_setup(hub, ["alice"], ["bot"], workspace=fresh_workspace())
+    other = make_setup(hub, ["olga"], [], workspace=fresh_workspace())
     with hub.client(other.tokens["olga"]) as c:
-        for ws in ("acme", "nowhere"):  # the same answer, whether it exists or not
+        for ws in (s.workspace, "nowhere"):  # the same answer, whether it exists or not
             r = c.get(f"/v1/workspaces/{ws}/members")
             assert r.status_code == 404
             assert r.json()["error"]["code"] == "no_workspace"
-    assert httpx.get(f"{hub.url}/v1/workspaces/acme/members").status_code == 401
+    assert httpx.get(f"{hub.url}/v1/workspaces/{s.workspace}/members").status_code == 401
     with hub.client(hub.admin_token) as admin:
-        assert admin.delete("/v1/admin/workspaces/acme/members/bot").status_code == 200
+        r = admin.delete(f"/v1/admin/workspaces/{s.workspace}/members/bot")
+        assert r.status_code == 200
     with hub.client(s.tokens["bot"]) as c:
-        r = c.get("/v1/workspaces/acme/members")
+        r = c.get(f"/v1/workspaces/{s.workspace}/members")
     assert r.status_code == 403 and r.json()["error"]["code"] == "agent_removed"
 
 
@@ -181,15 +186,13 @@ def test_two_processes_meet_in_the_store_and_show_the_newest(
     poll(lambda: seen_at(members(a, s.tokens["alice"])["bot"]["last_seen"]) == newest, 10, 0.1)
 
 
-def test_agentpost_members_defaults_to_the_tokens_workspace(
-    make_hub: Callable[..., HubProcess],
-) -> None:
-    hub = make_hub()
-    s = make_setup(hub, ["alice", "carol"], ["bot"])
-    make_setup(hub, ["olga"], [], workspace="other")
+def test_agentpost_members_defaults_to_the_tokens_workspace(shared_hub: HubProcess) -> None:
+    hub = shared_hub
+    s = make_setup(hub, ["alice", "carol"], ["bot"], workspace=fresh_workspace())
+    other = make_setup(hub, ["olga"], [], workspace=fresh_workspace()).workspace
     p = agentpost(hub, "members", "--json", token=s.tokens["alice"])
     out = json.loads(p.stdout)
-    assert out["workspace"] == "acme"
+    assert out["workspace"] == s.workspace
     assert [(m["name"], m["kind"], m["owner"], m["online"]) for m in out["members"]] == [
         ("alice", "human", None, True),
         ("bot", "agent", "alice", False),
@@ -200,13 +203,13 @@ def test_agentpost_members_defaults_to_the_tokens_workspace(
     assert lines[0].split("\t") == ["name", "kind", "owner", "status", "online", "last seen"]
     assert lines[2].split("\t") == ["bot", "agent", "alice", "active", "no", "never"]
     # Another workspace: a plain refusal, exit 1.
-    p = agentpost(hub, "members", "--workspace", "other", "--json", token=s.tokens["alice"],
+    p = agentpost(hub, "members", "--workspace", other, "--json", token=s.tokens["alice"],
                   check=False)
     assert p.returncode == 1 and json.loads(p.stdout)["error"]["code"] == "no_workspace"
 
 
-def test_docs_presence_md_runs_as_written(hub: HubProcess) -> None:
-    p = run_doc_block(ROOT / "docs" / "presence.md", hub)
+def test_docs_presence_md_runs_as_written(shared_hub: HubProcess) -> None:
+    p = run_doc_block(ROOT / "docs" / "presence.md", shared_hub)
     last = json.loads(p.stdout.strip().splitlines()[-1])
     assert {m["name"]: (m["online"], m["last_seen"] is None) for m in last["members"]} == {
         "bot": (True, False),
