@@ -1,5 +1,8 @@
 """The web page in headless Chromium against a real hub (docs/web.md): signing in, rooms,
-the live timeline, the composer, uploads, receipts, refusals, reloads, a narrow screen."""
+the live timeline, the composer, uploads, receipts, refusals, reloads, a narrow screen.
+
+One hub per engine serves this module's tests, each in a workspace of its own (and a browser
+context of its own)."""
 
 from __future__ import annotations
 
@@ -7,10 +10,16 @@ import re
 import struct
 import zlib
 
+import pytest
 from playwright.sync_api import Page, expect
 from webhelp import events, open_room, post, sign_in, timeline
 
 from hubproc import Setup, poll
+
+
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
 
 
 def png(width: int = 4, height: int = 3) -> bytes:
@@ -37,7 +46,7 @@ def test_sign_in_with_the_keyboard_then_reload_keeps_you_signed_in(
     expect(page.get_by_label("Token")).to_be_focused()
     page.keyboard.type(setup.tokens["alice"])
     page.keyboard.press("Enter")
-    expect(page.get_by_text("alice (human) in acme")).to_be_visible()
+    expect(page.get_by_text(f"alice (human) in {setup.workspace}")).to_be_visible()
     room = page.get_by_role("button", name="general", exact=True)
     expect(room).to_be_focused()
     page.keyboard.press("Enter")
@@ -85,7 +94,8 @@ def test_a_401_returns_to_sign_in_with_the_reason(page: Page, setup: Setup) -> N
 
 def test_a_removed_member_is_sent_to_sign_in_with_the_reason(page: Page, setup: Setup) -> None:
     with setup.hub.client(setup.hub.admin_token) as admin:
-        assert admin.delete("/v1/admin/workspaces/acme/members/carol").status_code == 200
+        r = admin.delete(f"/v1/admin/workspaces/{setup.workspace}/members/carol")
+        assert r.status_code == 200
     page.goto(setup.hub.url + "/")
     page.get_by_label("Token").fill(setup.tokens["carol"])
     page.get_by_role("button", name="Sign in").click()
@@ -217,7 +227,8 @@ def test_older_pages_load_on_scroll(page: Page, setup: Setup) -> None:
 
 def test_unread_counts_come_from_the_inbox_and_clear_when_read(page: Page, setup: Setup) -> None:
     with setup.hub.client(setup.tokens["bot"]) as c:
-        r = c.post("/v1/workspaces/acme/rooms", json={"name": "builds", "participants": ["alice"]})
+        body = {"name": "builds", "participants": ["alice"]}
+        r = c.post(f"/v1/workspaces/{setup.workspace}/rooms", json=body)
         assert r.status_code == 201, r.text
         builds = r.json()["room"]["id"]
     sign_in(page, setup.hub, setup.tokens["alice"])

@@ -1,15 +1,28 @@
 """Attack file for the page (CONVENTIONS "Attack files per threat"): text, file names and
 links that look like HTML or script are shown literally and run nothing; the page itself
-carries a strict CSP and no inline code."""
+carries a strict CSP and no inline code.
+
+One hub per engine serves this module's tests, each in a workspace of its own."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
 from playwright.sync_api import Dialog, Page, expect
 from webhelp import open_room, post, sign_in
 
 from hubproc import HubProcess, Setup
+
+
+@pytest.fixture
+def hub(shared_hub: HubProcess) -> HubProcess:
+    return shared_hub
+
+
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
 
 HOSTILE = [
     "<img src=x onerror=alert(1)>",
