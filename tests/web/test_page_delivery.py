@@ -1,6 +1,9 @@
 """The page keeps the promise (docs/web.md): an answer lost on the way back, then Send
 again, is one event; a stream cut by a hub crash resumes with no gap and no duplicate; the
-hub's refusals are shown as plain lines and post nothing."""
+hub's refusals are shown as plain lines and post nothing.
+
+The tests on the default hub share one per engine, each in a workspace of its own; the crash
+and the flag tests start their own (`make_hub`)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import pytest
 from playwright.sync_api import Page, Request, Route, expect
 from webhelp import events, open_room, post, sign_in, timeline
 
-from hubproc import HubProcess, make_setup
+from hubproc import HubProcess, fresh_workspace, make_setup
 
 
 def lose_answers(page: Page, pattern: str) -> list[int]:
@@ -38,8 +41,9 @@ def keys_of(page: Page, suffix: str) -> list[str | None]:
     return keys
 
 
-def test_a_lost_answer_then_send_again_is_one_event(page: Page, hub: HubProcess) -> None:
-    s = make_setup(hub, ["alice"], ["bot"])
+def test_a_lost_answer_then_send_again_is_one_event(page: Page, shared_hub: HubProcess) -> None:
+    hub = shared_hub
+    s = make_setup(hub, ["alice"], ["bot"], workspace=fresh_workspace())
     sign_in(page, hub, s.tokens["alice"])
     open_room(page, "general")
     keys = keys_of(page, "/messages")
@@ -67,9 +71,10 @@ def test_a_lost_answer_then_send_again_is_one_event(page: Page, hub: HubProcess)
 
 
 def test_a_lost_upload_answer_then_a_reload_and_send_again_is_one_event(
-    page: Page, hub: HubProcess
+    page: Page, shared_hub: HubProcess
 ) -> None:
-    s = make_setup(hub, ["alice"], ["bot"])
+    hub = shared_hub
+    s = make_setup(hub, ["alice"], ["bot"], workspace=fresh_workspace())
     sign_in(page, hub, s.tokens["alice"])
     open_room(page, "general")
     answered = lose_answers(page, "**/v1/rooms/*/media")
@@ -202,9 +207,10 @@ def test_refusals_are_shown_as_lines_and_post_nothing(
 
 
 def test_a_lost_answer_then_an_edited_text_is_told_and_posted_as_a_new_message(
-    page: Page, hub: HubProcess
+    page: Page, shared_hub: HubProcess
 ) -> None:
-    s = make_setup(hub, ["alice"], ["bot"])
+    hub = shared_hub
+    s = make_setup(hub, ["alice"], ["bot"], workspace=fresh_workspace())
     sign_in(page, hub, s.tokens["alice"])
     open_room(page, "general")
     keys = keys_of(page, "/messages")
@@ -231,9 +237,10 @@ def test_a_lost_answer_then_an_edited_text_is_told_and_posted_as_a_new_message(
 
 
 def test_a_refusal_for_content_keeps_the_text_and_the_next_send_is_a_new_key(
-    page: Page, hub: HubProcess
+    page: Page, shared_hub: HubProcess
 ) -> None:
-    s = make_setup(hub, ["alice"], ["bot"])
+    hub = shared_hub
+    s = make_setup(hub, ["alice"], ["bot"], workspace=fresh_workspace())
     with hub.client(s.tokens["alice"]) as alice:
         assert alice.patch(f"/v1/rooms/{s.room}", json={"sensitive_filter": True}).is_success
     sign_in(page, hub, s.tokens["alice"])

@@ -1,6 +1,8 @@
 """The page shows who is here and who got what (docs/web.md, docs/presence.md): the room's participants
 marked online or not, and under a message that woke someone a "read by / acked by" line,
-refreshed when new events arrive, not by a poll of its own."""
+refreshed when new events arrive, not by a poll of its own.
+
+One hub per engine serves this module's tests, each in a workspace of its own."""
 
 from __future__ import annotations
 
@@ -10,11 +12,12 @@ import time
 from playwright.sync_api import Page, Request, expect
 from webhelp import open_room, post, sign_in
 
-from hubproc import HubProcess, make_setup
+from hubproc import HubProcess, fresh_workspace, make_setup
 
 
-def test_the_room_view_marks_who_is_online(page: Page, hub: HubProcess) -> None:
-    s = make_setup(hub, ["alice", "carol"], ["bot", "helper"])
+def test_the_room_view_marks_who_is_online(page: Page, shared_hub: HubProcess) -> None:
+    hub = shared_hub
+    s = make_setup(hub, ["alice", "carol"], ["bot", "helper"], workspace=fresh_workspace())
     with hub.client(s.tokens["bot"]) as c:
         assert c.get("/v1/me").status_code == 200  # bot was just seen; carol, helper never
     sign_in(page, hub, s.tokens["alice"])
@@ -31,9 +34,10 @@ def test_the_room_view_marks_who_is_online(page: Page, hub: HubProcess) -> None:
 
 
 def test_a_message_shows_who_read_and_acked_it_as_events_arrive(
-    page: Page, hub: HubProcess
+    page: Page, shared_hub: HubProcess
 ) -> None:
-    s = make_setup(hub, ["alice"], ["bot"])
+    hub = shared_hub
+    s = make_setup(hub, ["alice"], ["bot"], workspace=fresh_workspace())
     asked = post(hub, s.tokens["alice"], s.room, "@bot do X")
     asked_for_delivery: list[str] = []
 
