@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from hubproc import HubProcess, Setup, make_setup, poll
+from hubproc import HubProcess, Setup, fresh_workspace, make_setup, poll
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ECHO_AGENT = REPO_ROOT / "examples" / "echo_agent.py"
@@ -156,7 +156,9 @@ class Connected:
 
 @pytest.fixture
 def connected(hub: HubProcess, tmp_path: Path) -> Iterator[Connected]:
-    s = make_setup(hub, ["alice", "carol"], ["bot", "helper"])
+    """On `hub`; a module whose tests never stop the hub or set its flags makes that
+    `shared_hub` (one per engine for the module), so the workspace is the test's own."""
+    s = make_setup(hub, ["alice", "carol"], ["bot", "helper"], workspace=fresh_workspace())
     c = Connected(s, tmp_path)
     yield c
     for w in c.workers:

@@ -6,7 +6,18 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from conftest import AGENTS, Connected, agent_cmd, wait_for
+from hubproc import HubProcess
+
+
+# One hub per engine for this module: its tests never stop the hub or set its flags, and
+# each gets a workspace of its own (`connected`).
+@pytest.fixture
+def hub(shared_hub: HubProcess) -> HubProcess:
+    return shared_hub
+
 
 TRICK = AGENTS / "trick_agent.py"
 

@@ -3,7 +3,17 @@ reply in their inbox; agent A delegating to it gets one `result` receipt."""
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import Connected, wait_for
+from hubproc import HubProcess
+
+
+# One hub per engine for this module: its tests never stop the hub or set its flags, and
+# each gets a workspace of its own (`connected`).
+@pytest.fixture
+def hub(shared_hub: HubProcess) -> HubProcess:
+    return shared_hub
 
 
 def test_person_mentioning_the_agent_gets_one_reply_in_their_inbox(connected: Connected) -> None:

@@ -21,7 +21,8 @@ def connect_status(c: Connected, *flags: str) -> subprocess.CompletedProcess[str
 
 def members(c: Connected) -> dict[str, dict[str, Any]]:
     with c.hub.client(c.setup.tokens["alice"]) as h:
-        return {m["name"]: m for m in h.get("/v1/workspaces/acme/members").json()["members"]}
+        listed = h.get(f"/v1/workspaces/{c.setup.workspace}/members").json()["members"]
+        return {m["name"]: m for m in listed}
 
 
 def test_connect_status_shows_the_workers_presence_as_the_hub_sees_it(
