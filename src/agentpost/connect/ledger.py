@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS deliveries (
   parts TEXT NOT NULL, posted TEXT NOT NULL, state TEXT NOT NULL, result TEXT,
   first_seen REAL NOT NULL, finished_at REAL
 );
+CREATE INDEX IF NOT EXISTS deliveries_by_first_seen ON deliveries (first_seen);
 CREATE TABLE IF NOT EXISTS bindings (
   binding TEXT PRIMARY KEY, room TEXT NOT NULL, who TEXT NOT NULL, owner_tier INTEGER NOT NULL,
   export_dir TEXT NOT NULL, expires_at REAL NOT NULL, revoked INTEGER NOT NULL DEFAULT 0,
@@ -239,11 +240,28 @@ class Ledger:
         ]
 
     def counts(self) -> dict[str, int]:
-        """How many entries each outcome has (`in_progress` for those not finished)."""
+        """How many entries each outcome has (`in_progress` for those not finished), as
+        `outcome` names them, counted by SQLite itself: the status file asks every 2 s, on
+        the Worker's event loop, and 10,000 results parsed in Python held it ~45 ms."""
         out: dict[str, int] = {}
-        for state, result in self._run("SELECT state, result FROM deliveries"):
-            key = outcome(state, result) or state
-            out[key] = out.get(key, 0) + 1
+        rows = self._run(
+            "SELECT state, done, CASE WHEN NOT done THEN NULL WHEN json_valid(result)"
+            " THEN json_extract(result, '$.status') ELSE '' END,"
+            " CASE WHEN done AND json_valid(result) THEN json_extract(result, '$.reason') END,"
+            " COUNT(*)"
+            " FROM (SELECT state, result, state = ? AND COALESCE(result, '') != '' AS done"
+            " FROM deliveries) GROUP BY 1, 2, 3, 4",
+            (FINISHED,),
+        )
+        for state, done, status, reason, n in rows:
+            if not done:
+                key = state
+            elif status == "":
+                key = "unreadable"
+            else:
+                status = state if status is None else str(status)
+                key = f"{status}/{reason}" if reason else status
+            out[key] = out.get(key, 0) + n
         return out
 
     def prune(self, now: float) -> int:

@@ -395,6 +395,15 @@ class Worker:
         except OSError as exc:
             log.warning("cannot write the status file: %s", exc)
 
+    async def _write_status_off_loop(self) -> None:
+        """The status file, read on the loop (the ledger's connection is the loop's) and
+        written (two fsyncs) in a thread, so deliveries in flight never wait on the disk."""
+        status = self.status()
+        try:
+            await asyncio.to_thread(self.workspace.write_status, status)
+        except OSError as exc:
+            log.warning("cannot write the status file: %s", exc)
+
     async def _heartbeat(self) -> None:
         """Ask the hub, every `HEARTBEAT` seconds, how it sees this Worker's member."""
         every = _seconds(HEARTBEAT_ENV, HEARTBEAT)
@@ -416,7 +425,7 @@ class Worker:
         pruned = time.monotonic()  # _declare applied retention at start
         every = _seconds(PRUNE_ENV, PRUNE_EVERY)
         while True:
-            self._write_status()
+            await self._write_status_off_loop()
             if time.monotonic() - pruned > every:
                 pruned = time.monotonic()
                 self._prune()
