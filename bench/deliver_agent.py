@@ -46,13 +46,21 @@ class BenchAgent:
         bad: list[Any] = []
         sem = asyncio.Semaphore(c)
 
-        async def one(i: int) -> None:
+        # Every file is written before the clock starts (bench/deliver_path.py's direct posts do
+        # the same): written inside `one`, the 2n writes ran in one burst while the first
+        # deliveries' clocks ran, and their latency counted the agent's own disk work.
+        reqs = []
+        for i in range(n):
             files = []
             for j in range(2):
                 p = export / f"{run}-{i}-{j}.txt"
                 p.write_text(f"file {j} of delivery {i}\n")
                 files.append({"type": "file", "path": str(p)})
-            req = {"binding": b["binding"], "id": f"{run}-{i}", "parts": [*files, {"type": "text", "text": f"delivery {run} {i}"}]}
+            reqs.append({"binding": b["binding"], "id": f"{run}-{i}",
+                         "parts": [*files, {"type": "text", "text": f"delivery {run} {i}"}]})
+
+        async def one(i: int) -> None:
+            req = reqs[i]
             async with sem:
                 t = time.perf_counter()
                 r = await self.conn.ext_method("ag2/deliver", req)

@@ -80,13 +80,18 @@ async def direct(url: str, token: str, room: str, n: int, c: int, folder: Path, 
     lat: list[float] = []
     async with AsyncHubClient(url, token) as client:
 
+        paths = []
+        for i in range(n):  # written before the clock starts, as the agent does (deliver_agent.py)
+            for j in range(2):
+                p = folder / f"{tag}-{i}-{j}.txt"
+                p.write_text(f"file {j} of direct {i}\n")
+                paths.append(p)
+
         async def one(i: int) -> None:
             async with sem:
                 t = time.perf_counter()
                 for j in range(2):
-                    p = folder / f"{tag}-{i}-{j}.txt"
-                    p.write_text(f"file {j} of direct {i}\n")
-                    await client.upload(room, p, key=f"{tag}-{i}-{j}")
+                    await client.upload(room, paths[2 * i + j], key=f"{tag}-{i}-{j}")
                 await client.post_message(room, f"direct {tag} {i}", key=f"{tag}-{i}-t")
                 lat.append(time.perf_counter() - t)
 
