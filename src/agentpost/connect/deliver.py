@@ -297,7 +297,7 @@ class Deliveries:
                     e.room, text, key=keys.part_key(e.worker_id, e.id, "notice"),
                     metadata={"agentpost/notice": "delivery_partial"},
                 )
-                await self.ledger.posted(e, "notice", res.event.id)
+                self.ledger.note_posted(e, "notice", res.event.id)  # committed with the finish
             except (HubError, LedgerUnavailable) as exc:
                 if isinstance(exc, HubUnavailable) or not isinstance(exc, HubRefused):
                     return retry("the notice for a partial delivery could not be posted", expires)

@@ -186,11 +186,6 @@ class Ledger:
             )
         )
 
-    async def posted(self, e: Entry, part: str, event_id: str) -> None:
-        e.posted[part] = event_id
-        row = (json.dumps(e.posted), e.id)
-        await self._write(lambda db: db.execute("UPDATE deliveries SET posted = ? WHERE id = ?", row))
-
     def note_posted(self, e: Entry, part: str, event_id: str) -> None:
         """Record a posted part without waiting for its fsync. Per-part state need not be on
         disk before the next part: a Worker killed first re-posts that part under the same

@@ -9,6 +9,7 @@ after another; Sessions run side by side.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import signal
@@ -389,20 +390,16 @@ class Worker:
     def status(self) -> dict[str, Any]:
         return status.worker_status(self)
 
-    def _write_status(self) -> None:
+    def _write_status(self, status: dict[str, Any] | None = None) -> None:
         try:
-            self.workspace.write_status(self.status())
+            self.workspace.write_status(self.status() if status is None else status)
         except OSError as exc:
             log.warning("cannot write the status file: %s", exc)
 
     async def _write_status_off_loop(self) -> None:
         """The status file, read on the loop (the ledger's connection is the loop's) and
         written (two fsyncs) in a thread, so deliveries in flight never wait on the disk."""
-        status = self.status()
-        try:
-            await asyncio.to_thread(self.workspace.write_status, status)
-        except OSError as exc:
-            log.warning("cannot write the status file: %s", exc)
+        await asyncio.to_thread(self._write_status, self.status())
 
     async def _heartbeat(self) -> None:
         """Ask the hub, every `HEARTBEAT` seconds, how it sees this Worker's member."""
@@ -463,10 +460,9 @@ def run_worker(config: WorkerConfig, on_ready: Callable[[Worker], None] | None =
     worker = Worker(config)
     if on_ready is not None:
         on_ready(worker)
-    try:
-        import uvloop  # installed with the hub (uvicorn[standard]); its loop costs less per wake-up
+    try:  # installed with the hub (uvicorn[standard]); its loop costs less per wake-up
+        uvloop: Any = importlib.import_module("uvloop")
     except ImportError:
-        return asyncio.run(worker.run())
-    if not hasattr(uvloop, "run"):  # uvloop < 0.18
-        return asyncio.run(worker.run())
-    return uvloop.run(worker.run())
+        uvloop = None
+    run: Callable[[Any], int] = getattr(uvloop, "run", asyncio.run)  # no `run` before uvloop 0.18
+    return run(worker.run())

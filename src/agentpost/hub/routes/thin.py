@@ -13,7 +13,7 @@ a root path), goes to Starlette as before; the routes stay in `app.ROUTES`, so O
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
@@ -79,20 +79,16 @@ async def post(hub: Hub, room_id: str, route: str, scope: Scope, receive: Receiv
     authorization = h.get(b"authorization", "")
     key = h.get(b"idempotency-key")
     declared = h.get(b"content-length")
-    handler: Callable[[], Awaitable[Response]]
-    if route == MESSAGES:
-        def handler() -> Awaitable[Response]:
-            return message_post(
+    try:
+        if route == MESSAGES:
+            response = await message_post(
                 hub, room_id, authorization, key, lambda cap: receive_body(receive, declared, cap)
             )
-    else:
-        def handler() -> Awaitable[Response]:
-            return media_post(
+        else:
+            response = await media_post(
                 hub, room_id, authorization, key, h.get(b"content-type", ""), declared,
                 _chunks(receive),
             )
-    try:
-        response = await handler()
     except AgentpostError as exc:
         response = error_response(exc)
     except ClientDisconnect:
