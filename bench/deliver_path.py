@@ -164,7 +164,7 @@ def main() -> None:
                     found = [e for e in page if e["in_reply_to"] == asked["id"]]
                     return json.loads(found[0]["text"]) if found else None
 
-                out: dict[str, Any] = poll(reply, timeout=1800, interval=0.2)
+                out: dict[str, Any] = poll(reply, timeout=1800, interval=1.0)  # the agent times itself
             for spy in spies:
                 spy.wait()
             return {**out, "cpu": m.report(3 * n)}

@@ -1,10 +1,12 @@
 """kill -9 of the Worker at each step of a delivery (docs/deliver.md, bench/README.md): before
-and after the first-seen write, after each part. On restart the delivery finishes under its stored key
+and after the first-seen write, after each part, after the answer with its result not on disk. On restart the delivery finishes under its stored key
 and a resend is answered from the ledger: every part is in the room exactly once."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,51 @@ def test_worker_id_deleted_after_a_kill_in_progress_entries_still_finish(
     assert len([x for x in evs if x["text"] == "orphan text"]) == 1
     assert len([x for x in evs if x["type"] == "media"]) == 1
     assert not (ws / "worker-id").exists()
+
+
+def test_kill_9_after_answering_delivered_before_the_result_is_on_disk(
+    connected: Connected,
+) -> None:
+    """A `delivered` result is queued, not waited for (docs/deliver.md "Ledger"). Here it can
+    never commit (a trigger in the real ledger refuses it) when the Worker is killed after
+    answering: at restart the entry, in progress with its parts recorded, finishes as
+    `delivered`; a resend gets the same answer and nothing is posted twice."""
+    w = connected.worker(agent_cmd(TRICK))
+    e = connected.say("alice", "@bot binding")
+    b = json.loads(connected.wait_reply(e["id"])["text"])
+    Path(b["export_dir"], "g.txt").write_text("G")
+    parts = [{"type": "text", "text": "answered text"}, {"type": "file", "path": "$EXPORT/g.txt"}]
+    request = json.dumps({"binding": "$BINDING", "id": "k2", "parts": parts})
+    ledger = connected.tmp / "ws-bot" / "deliveries.sqlite3"
+    with closing(sqlite3.connect(ledger)) as db, db:
+        db.execute(
+            "CREATE TRIGGER no_result BEFORE UPDATE OF state ON deliveries"
+            " WHEN NEW.id = 'k2' BEGIN SELECT RAISE(ABORT, 'the disk says no'); END"
+        )
+    first = connected.say("alice", "@bot deliver " + request)
+    answer = json.loads(connected.wait_reply(first["id"])["text"])
+    assert answer["status"] == "delivered" and answer["delivered"] == [1, 0], answer
+
+    def row() -> tuple[str, str, str | None]:
+        with closing(sqlite3.connect(ledger)) as db:
+            got = db.execute("SELECT state, posted, result FROM deliveries WHERE id = 'k2'")
+            return got.fetchone()  # type: ignore[no-any-return]
+
+    wait_for(lambda: len(json.loads(row()[1])) == 2)  # both part records committed
+    assert row()[0] == "in_progress" and row()[2] is None  # the result never was
+    w.kill()
+    with closing(sqlite3.connect(ledger)) as db, db:
+        db.execute("DROP TRIGGER no_result")
+    w.start()
+    wait_for(lambda: "delivery k2 resumed at start: delivered" in w.log())
+    wait_for(lambda: row()[0] == "finished")
+    assert json.loads(row()[2] or "null") == answer
+    again = connected.say("alice", "@bot deliver " + request)
+    assert json.loads(connected.wait_reply(again["id"])["text"]) == answer
+    evs = connected.events()
+    assert len([x for x in evs if x["text"] == "answered text"]) == 1
+    assert len([x for x in evs if x["type"] == "media"]) == 1
+    assert answer["event_ids"] == [
+        next(x["id"] for x in evs if x["type"] == "media"),
+        next(x["id"] for x in evs if x["text"] == "answered text"),
+    ]

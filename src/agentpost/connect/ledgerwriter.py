@@ -5,6 +5,12 @@ in ONE transaction (each in its own savepoint, so a failing job is undone alone)
 once — the fsync — and only then answers each job. So 16 deliveries in flight share one
 fsync instead of paying one each, and no commit ever blocks the Worker's event loop.
 Write-ahead still holds per job: an answer means that job's rows are on disk.
+
+A write nobody waits for (`submit`: a posted part's record, a `delivered` result) lingers up
+to `LINGER` for one that somebody does, and rides its commit: with deliveries in flight the
+next first-seen entry comes within milliseconds, so their records cost no fsync of their
+own. At most `LINGER` of them is lost to a kill -9, which nothing depends on (docs/deliver.md
+"Ledger"); a stop commits them first.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -24,22 +31,24 @@ log = logging.getLogger("agentpost.connect.ledger")
 
 T = TypeVar("T")
 MAX_BATCH = 256
+LINGER = 0.05  # seconds a write nobody waits for may wait for one somebody does
 
 WriteJob = Callable[[sqlite3.Connection], Any]
 
 
 class _Job:
-    __slots__ = ("fn", "future", "loop", "ok", "value")
+    __slots__ = ("fn", "future", "lazy", "loop", "ok", "value")
 
     def __init__(
         self,
         fn: WriteJob,
-        future: asyncio.Future[Any] | concurrent.futures.Future[Any],
+        future: asyncio.Future[Any] | concurrent.futures.Future[Any] | None,
         loop: asyncio.AbstractEventLoop | None,
     ) -> None:
         self.fn = fn
         self.future = future
         self.loop = loop
+        self.lazy = future is None  # nobody waits for its answer
         self.ok = False
         self.value: Any = None
 
@@ -70,12 +79,11 @@ class LedgerWriter:
         return fut.result()
 
     def submit(self, fn: WriteJob) -> None:
-        """Queue `fn` for the next batch without waiting for its commit. Jobs commit in the
-        order they were queued, so a later awaited `run` returning means this one is on disk
-        too. A failure is logged (the caller chose not to wait for the answer)."""
-        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        fut.add_done_callback(_log_failure)
-        self._queue.put(_Job(fn, fut, None))
+        """Queue `fn` without waiting for its commit, which may linger up to `LINGER` for a
+        write somebody waits for. Jobs commit in the order they were queued, so a later
+        awaited `run` returning means this one is on disk too. A failure is logged (the
+        caller chose not to wait for the answer)."""
+        self._queue.put(_Job(fn, None, None))
 
     def stop(self) -> None:
         self._queue.put(None)
@@ -86,6 +94,8 @@ class LedgerWriter:
             batch, stop = take_batch(self._queue, MAX_BATCH)
             if not batch:
                 return
+            if not stop and all(j.lazy for j in batch):
+                stop = self._linger(batch)
             try:
                 self._run(batch)
             except BaseException as exc:  # the writer must never die silently
@@ -95,6 +105,25 @@ class LedgerWriter:
             self._answer(batch)
             if stop:
                 return
+
+    def _linger(self, batch: list[_Job]) -> bool:
+        """Add to a batch of writes nobody waits for until one somebody does arrives, the
+        batch is full or `LINGER` has passed; True when a stop was seen."""
+        deadline = time.monotonic() + LINGER
+        while len(batch) < MAX_BATCH:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                job = self._queue.get(timeout=left)
+            except queue.Empty:
+                return False
+            if job is None:
+                return True
+            batch.append(job)
+            if not job.lazy:
+                return False
+        return False
 
     def _run(self, batch: list[_Job]) -> None:
         db = self._conn
@@ -137,7 +166,10 @@ class LedgerWriter:
     def _answer(self, batch: list[_Job]) -> None:
         by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
         for j in batch:
-            if j.loop is None:
+            if j.future is None:  # nobody waits: a failure is logged, the caller chose so
+                if not j.ok:
+                    log.error("a ledger write nobody waited for failed: %s", j.value)
+            elif j.loop is None:
                 assert isinstance(j.future, concurrent.futures.Future)
                 if j.ok:
                     j.future.set_result(j.value)
@@ -150,12 +182,6 @@ class LedgerWriter:
                 loop.call_soon_threadsafe(_settle, jobs)
             except RuntimeError:  # that loop is closed: nobody waits for these answers
                 log.info("ledger answers for a closed event loop dropped (%d)", len(jobs))
-
-
-def _log_failure(fut: concurrent.futures.Future[Any]) -> None:
-    exc = fut.exception()
-    if exc is not None:
-        log.error("a ledger write nobody waited for failed: %s", exc)
 
 
 def _settle(jobs: list[_Job]) -> None:

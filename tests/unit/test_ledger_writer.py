@@ -1,0 +1,100 @@
+"""The ledger's group commit (connect/ledgerwriter.py): writes nobody waits for ride the next
+awaited write's commit (no fsync of their own), linger at most `LINGER` without one, keep
+their order, and are committed by a stop."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from agentpost.connect import ledgerwriter
+from agentpost.connect.ledgerwriter import LedgerWriter
+
+
+class Traced:
+    def __init__(self, path: Path) -> None:
+        self.commits: list[float] = []
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("CREATE TABLE t (n INTEGER)")
+        conn.set_trace_callback(self._trace)
+        self.writer = LedgerWriter(conn)
+        self.path = path
+
+    def _trace(self, sql: str) -> None:
+        if sql == "COMMIT":
+            self.commits.append(time.monotonic())
+
+    def rows(self) -> list[int]:
+        with closing(sqlite3.connect(self.path)) as db:
+            return [r[0] for r in db.execute("SELECT n FROM t ORDER BY rowid")]
+
+
+def insert(n: int) -> ledgerwriter.WriteJob:
+    return lambda db: db.execute("INSERT INTO t VALUES (?)", (n,))
+
+
+@pytest.fixture
+def traced(tmp_path: Path) -> Iterator[Traced]:
+    t = Traced(tmp_path / "l.sqlite3")
+    yield t
+    t.writer.stop()
+
+
+def test_unawaited_writes_ride_the_next_awaited_commit(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ledgerwriter, "LINGER", 5.0)  # longer than this test can take
+    for n in range(5):
+        traced.writer.submit(insert(n))
+
+    async def awaited() -> None:
+        await traced.writer.run(insert(5))
+
+    asyncio.run(awaited())
+    assert traced.rows() == [0, 1, 2, 3, 4, 5]  # in the order queued
+    assert len(traced.commits) == 1  # one commit, one fsync, for all six
+
+
+def test_unawaited_writes_alone_commit_within_linger(traced: Traced) -> None:
+    t0 = time.monotonic()
+    traced.writer.submit(insert(1))
+    deadline = t0 + 5
+    while not traced.rows() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert traced.rows() == [1]
+    assert len(traced.commits) == 1
+    assert traced.commits[0] - t0 >= ledgerwriter.LINGER * 0.9  # it waited for company
+    assert traced.commits[0] - t0 < ledgerwriter.LINGER + 1.0  # and not much longer
+
+
+def test_a_stop_commits_what_lingers(tmp_path: Path) -> None:
+    t = Traced(tmp_path / "l.sqlite3")
+    for n in range(3):
+        t.writer.submit(insert(n))
+    t.writer.stop()
+    assert t.rows() == [0, 1, 2]
+
+
+def test_an_awaited_write_does_not_wait_for_the_linger(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ledgerwriter, "LINGER", 5.0)
+    traced.writer.submit(insert(1))
+
+    async def awaited() -> float:
+        t = time.monotonic()
+        await traced.writer.run(insert(2))
+        return time.monotonic() - t
+
+    took = asyncio.run(awaited())
+    assert traced.rows() == [1, 2]
+    assert took < 2.5  # it ended the 5 s linger, it did not sit it out
+    assert len(traced.commits) == 1
