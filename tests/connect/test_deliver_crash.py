@@ -1,5 +1,5 @@
 """kill -9 of the Worker at each step of a delivery (docs/deliver.md, bench/README.md): before
-and after the first-seen write, after each part, after the answer with its result not on disk. On restart the delivery finishes under its stored key
+and after the first-seen write, after each part, with every part recorded and the result refused. On restart the delivery finishes under its stored key
 and a resend is answered from the ledger: every part is in the room exactly once."""
 
 from __future__ import annotations
@@ -82,18 +82,19 @@ def test_worker_id_deleted_after_a_kill_in_progress_entries_still_finish(
     assert not (ws / "worker-id").exists()
 
 
-def test_kill_9_after_answering_delivered_before_the_result_is_on_disk(
+def test_kill_9_with_every_part_recorded_and_no_result_then_a_restart_past_23_hours(
     connected: Connected,
 ) -> None:
-    """A `delivered` result is queued, not waited for (docs/deliver.md "Ledger"). Here it can
-    never commit (a trigger in the real ledger refuses it) when the Worker is killed after
-    answering: at restart the entry, in progress with its parts recorded, finishes as
-    `delivered`; a resend gets the same answer and nothing is posted twice."""
+    """Every part posted and recorded, the result refused by the ledger (a trigger in the
+    real ledger): the answer is `retry`, never `delivered` before the result is on disk.
+    Killed, then restarted with the entry 24 h old: its parts are all recorded, so it
+    finishes as `delivered` with their event ids (not `expired`: the ledger knows), and a
+    resend gets that answer with nothing posted twice and no notice."""
     w = connected.worker(agent_cmd(TRICK))
     e = connected.say("alice", "@bot binding")
     b = json.loads(connected.wait_reply(e["id"])["text"])
     Path(b["export_dir"], "g.txt").write_text("G")
-    parts = [{"type": "text", "text": "answered text"}, {"type": "file", "path": "$EXPORT/g.txt"}]
+    parts = [{"type": "text", "text": "recorded text"}, {"type": "file", "path": "$EXPORT/g.txt"}]
     request = json.dumps({"binding": "$BINDING", "id": "k2", "parts": parts})
     ledger = connected.tmp / "ws-bot" / "deliveries.sqlite3"
     with closing(sqlite3.connect(ledger)) as db, db:
@@ -103,28 +104,30 @@ def test_kill_9_after_answering_delivered_before_the_result_is_on_disk(
         )
     first = connected.say("alice", "@bot deliver " + request)
     answer = json.loads(connected.wait_reply(first["id"])["text"])
-    assert answer["status"] == "delivered" and answer["delivered"] == [1, 0], answer
+    assert (answer["status"], answer["reason"]) == ("retry", "the delivery ledger cannot be written")
 
     def row() -> tuple[str, str, str | None]:
         with closing(sqlite3.connect(ledger)) as db:
             got = db.execute("SELECT state, posted, result FROM deliveries WHERE id = 'k2'")
             return got.fetchone()  # type: ignore[no-any-return]
 
-    wait_for(lambda: len(json.loads(row()[1])) == 2)  # both part records committed
-    assert row()[0] == "in_progress" and row()[2] is None  # the result never was
+    state, posted, result = row()
+    assert state == "in_progress" and result is None and set(json.loads(posted)) == {"0", "1"}
     w.kill()
     with closing(sqlite3.connect(ledger)) as db, db:
         db.execute("DROP TRIGGER no_result")
+        db.execute("UPDATE deliveries SET first_seen = first_seen - 86400 WHERE id = 'k2'")
     w.start()
     wait_for(lambda: "delivery k2 resumed at start: delivered" in w.log())
-    wait_for(lambda: row()[0] == "finished")
-    assert json.loads(row()[2] or "null") == answer
+    done = json.loads(row()[2] or "null")
+    assert done["status"] == "delivered" and done["delivered"] == [1, 0], done
     again = connected.say("alice", "@bot deliver " + request)
-    assert json.loads(connected.wait_reply(again["id"])["text"]) == answer
+    assert json.loads(connected.wait_reply(again["id"])["text"]) == done
     evs = connected.events()
-    assert len([x for x in evs if x["text"] == "answered text"]) == 1
+    assert len([x for x in evs if x["text"] == "recorded text"]) == 1
     assert len([x for x in evs if x["type"] == "media"]) == 1
-    assert answer["event_ids"] == [
+    assert not [x for x in evs if "Part of a delivery" in (x["text"] or "")]
+    assert done["event_ids"] == [
         next(x["id"] for x in evs if x["type"] == "media"),
-        next(x["id"] for x in evs if x["text"] == "answered text"),
+        next(x["id"] for x in evs if x["text"] == "recorded text"),
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing
@@ -98,3 +99,50 @@ def test_an_awaited_write_does_not_wait_for_the_linger(
     assert traced.rows() == [1, 2]
     assert took < 2.5  # it ended the 5 s linger, it did not sit it out
     assert len(traced.commits) == 1
+
+
+def test_writes_waiting_behind_a_commit_share_the_next_one(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a batch commits, one write nobody waits for and 16 awaited ones queue up: the
+    next batch takes all of them at once (one commit, one fsync), not the first awaited one
+    alone."""
+    monkeypatch.setattr(ledgerwriter, "LINGER", 5.0)
+    started, release = threading.Event(), threading.Event()
+
+    def slow(db: sqlite3.Connection) -> None:
+        started.set()
+        release.wait(10)
+        db.execute("INSERT INTO t VALUES (-1)")
+
+    async def scenario() -> None:
+        first = asyncio.ensure_future(traced.writer.run(slow))
+        assert await asyncio.to_thread(started.wait, 10)
+        traced.writer.submit(insert(0))
+        rest = [asyncio.ensure_future(traced.writer.run(insert(n))) for n in range(1, 17)]
+        await asyncio.sleep(0)  # each task runs to its await: all 16 are on the queue
+        release.set()
+        await asyncio.gather(first, *rest)
+
+    asyncio.run(scenario())
+    assert sorted(traced.rows()) == list(range(-1, 17))
+    assert len(traced.commits) == 2  # the slow batch, then everything that waited
+
+
+def test_submits_from_several_threads_all_commit(traced: Traced) -> None:
+    """`submit` is safe from any thread: none of their wake-ups is lost, so every write
+    reaches the disk without an awaited one to carry it."""
+    def many(base: int) -> None:
+        for n in range(base, base + 200):
+            traced.writer.submit(insert(n))
+
+    threads = [threading.Thread(target=many, args=(k * 1000,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    want = sorted(n for k in range(4) for n in range(k * 1000, k * 1000 + 200))
+    deadline = time.monotonic() + 10
+    while len(traced.rows()) < len(want) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(traced.rows()) == want

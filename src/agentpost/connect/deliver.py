@@ -129,7 +129,6 @@ class Deliveries:
         self.reason = reason
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[dict[str, Any]]] = set()
-        self._export_roots: dict[Path, EgressRoots] = {}
 
     async def handle(self, params: dict[str, Any]) -> dict[str, Any]:
         binding, did, parts = check(params)
@@ -208,9 +207,9 @@ class Deliveries:
         expires = _iso(e.first_seen + STOP_SECONDS)
         indices = order(e.parts)
         if all(str(i) in e.posted for i in indices):
-            # Every part is recorded posted: a Worker that answered `delivered` stopped
-            # before its finish was on disk. The ledger knows the answer, at any age.
-            return self._delivered(e, indices, expires)
+            # Every part is recorded posted (the result was not written: the ledger failed,
+            # or the Worker stopped in between). The ledger knows the answer, at any age.
+            return await self._delivered(e, indices, expires)
         if time.time() > e.first_seen + STOP_SECONDS:  # rule 7: keys live 24 h
             return await self._final(e, EXPIRED, {"why": "23 hours passed"}, expires)
         if export_dir is None:
@@ -242,20 +241,20 @@ class Deliveries:
             except LedgerUnavailable:
                 return retry("the delivery ledger cannot be written", expires)
             _crash(f"after_part_{index}")
-        return self._delivered(e, indices, expires)
+        return await self._delivered(e, indices, expires)
 
-    def _delivered(self, e: Entry, indices: list[int], expires: str) -> dict[str, Any]:
-        """Every part is in the room: answer `delivered` now; the finish is queued behind
-        the part records and not waited for (docs/deliver.md "Ledger"). Nothing depends on
-        it being on disk first: until it is, the entry is in progress with its parts
-        recorded or re-postable under their keys, and a resend, or the next start, answers
-        `delivered` again with the same event ids and posts nothing twice."""
+    async def _delivered(self, e: Entry, indices: list[int], expires: str) -> dict[str, Any]:
+        """Every part is in the room. The result is on disk (with the part records queued
+        before it) before `delivered` is answered: once told, a resend and a restart give
+        the same answer, whatever happens to the files or the room afterwards."""
         assert self.ledger is not None
         result = delivered(indices, [e.posted[str(i)] for i in indices], expires)
         try:
-            self.ledger.note_finished(e, result)
-        except LedgerUnavailable as exc:
-            log.error("delivery %s: its result is not recorded (%s); it stays in progress", e.id, exc)
+            await self.ledger.finish(e, result)
+        except LedgerUnavailable:
+            # Every part is in the room, but the ledger cannot say so: a resend posts
+            # nothing again (recorded parts, or the hub's keys) and finishes.
+            return retry("the delivery ledger cannot be written", expires)
         return result
 
     async def _post_part(
@@ -266,7 +265,7 @@ class Deliveries:
         else:
             if export_dir is None:
                 raise EgressRefused("the binding's export folder is gone")
-            opened = self._roots(export_dir).open("file://" + part["path"])
+            opened = EgressRoots([export_dir], self.max_upload).open("file://" + part["path"])
             mime = mimetypes.guess_type(opened.name)[0] or "application/octet-stream"
             with os.fdopen(opened.fd, "rb") as f:
                 res = await self.client.upload_file(room, f, opened.name, key=key, mime_type=mime)
@@ -276,15 +275,6 @@ class Deliveries:
             self.reason = "the hub answered a keyed post without Idempotency-Status"
             log.error("%s: delivery declaration withdrawn until the next probe", self.reason)
         return res.event.id
-
-    def _roots(self, export_dir: Path) -> EgressRoots:
-        """The binding's export folder as the only root (its spellings resolved once)."""
-        roots = self._export_roots.get(export_dir)
-        if roots is None:
-            if len(self._export_roots) >= 1024:
-                self._export_roots.clear()
-            roots = self._export_roots[export_dir] = EgressRoots([export_dir], self.max_upload)
-        return roots
 
     def _revoke(self, binding: str, why: str) -> bool:
         """Revoke a binding in the ledger; False when the ledger cannot be written."""

@@ -4,8 +4,8 @@ synchronous FULL, one writer per workspace (the Worker holds `worker.lock`).
 Each entry: id, binding, room, worker id, per-part state (event ids), first-seen, result.
 Written ahead: the first-seen entry is committed (fsync'd by FULL) before the first hub
 call. Writes go through one writer thread that commits many at once (`LedgerWriter`);
-an awaited write returns after its commit, and the part records and a `delivered` result
-are queued without waiting (they commit in order, after the first-seen entry). Reads run on
+an awaited write returns after its commit; the part records are queued without waiting
+and commit with the next awaited write (the result's, at the latest). Reads run on
 the caller's own connection, fail-closed: any error reading it is `LedgerUnavailable`
 (answer `retry`), never "no entry". Bindings live here too, under the same durability rules.
 Retention: entries are kept 30 days whatever their binding; at most 10,000, never dropping
@@ -192,27 +192,19 @@ class Ledger:
         """Record a posted part without waiting for its fsync. Per-part state need not be on
         disk before the next part: a Worker killed first re-posts that part under the same
         key after its restart, and the hub answers it from the key (a replay, same event).
-        The finish that follows commits after this (jobs commit in order)."""
+        The finish that follows commits with it or after it."""
         e.posted[part] = event_id
         row = (json.dumps(e.posted), e.id)
         self._submit(lambda db: db.execute("UPDATE deliveries SET posted = ? WHERE id = ?", row))
 
-    def note_finished(self, e: Entry, result: dict[str, Any]) -> None:
-        """Record a delivered result without waiting for its fsync: it commits after the
-        part records queued before it. Until it is on disk the entry reads in progress,
-        with every part recorded or re-postable under its key."""
-        self._submit(self._finished(e, result))
-
     async def finish(self, e: Entry, result: dict[str, Any]) -> None:
         """Record a result, committed and fsync'd when this returns."""
-        await self._write(self._finished(e, result))
-
-    @staticmethod
-    def _finished(e: Entry, result: dict[str, Any]) -> Callable[[sqlite3.Connection], Any]:
         e.state, e.result = FINISHED, result
         row = (FINISHED, json.dumps(result), time.time(), e.id)
-        return lambda db: db.execute(
-            "UPDATE deliveries SET state = ?, result = ?, finished_at = ? WHERE id = ?", row
+        await self._write(
+            lambda db: db.execute(
+                "UPDATE deliveries SET state = ?, result = ?, finished_at = ? WHERE id = ?", row
+            )
         )
 
     def _submit(self, fn: Callable[[sqlite3.Connection], Any]) -> None:

@@ -16,6 +16,7 @@ own. At most `LINGER` of them is lost to a kill -9, which nothing depends on (do
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import logging
 import queue
@@ -37,7 +38,7 @@ WriteJob = Callable[[sqlite3.Connection], Any]
 
 
 class _Job:
-    __slots__ = ("fn", "future", "lazy", "loop", "ok", "value")
+    __slots__ = ("fn", "future", "loop", "ok", "value")
 
     def __init__(
         self,
@@ -48,7 +49,6 @@ class _Job:
         self.fn = fn
         self.future = future
         self.loop = loop
-        self.lazy = future is None  # nobody waits for its answer
         self.ok = False
         self.value: Any = None
 
@@ -62,6 +62,8 @@ class LedgerWriter:
     def __init__(self, conn: sqlite3.Connection, name: str = "ledger-writer") -> None:
         self._conn = conn
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lazy: collections.deque[_Job] = collections.deque()  # nobody waits for these
+        self._lazy_lock = threading.Lock()  # submit's "first of a run" test, from any thread
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -80,10 +82,16 @@ class LedgerWriter:
 
     def submit(self, fn: WriteJob) -> None:
         """Queue `fn` without waiting for its commit, which may linger up to `LINGER` for a
-        write somebody waits for. Jobs commit in the order they were queued, so a later
-        awaited `run` returning means this one is on disk too. A failure is logged (the
+        write somebody waits for. It commits no later than any write queued after it (so a
+        later awaited `run` returning means this one is on disk too), and possibly in the
+        same transaction ahead of awaited writes queued before it and not yet committed:
+        submit a write only after awaiting the one it depends on. A failure is logged (the
         caller chose not to wait for the answer)."""
-        self._queue.put(_Job(fn, None, None))
+        with self._lazy_lock:
+            self._lazy.append(_Job(fn, None, None))
+            first = len(self._lazy) == 1
+        if first:  # the writer may be idle: this starts its linger
+            self._queue.put(_WAKE)
 
     def stop(self) -> None:
         self._queue.put(None)
@@ -91,39 +99,62 @@ class LedgerWriter:
 
     def _loop(self) -> None:
         while True:
-            batch, stop = take_batch(self._queue, MAX_BATCH)
-            if not batch:
-                return
-            if not stop and all(j.lazy for j in batch):
-                stop = self._linger(batch)
-            try:
-                self._run(batch)
-            except BaseException as exc:  # the writer must never die silently
-                log.exception("ledger write batch of %d failed unexpectedly", len(batch))
-                for j in batch:
-                    j.ok, j.value = False, sqlite3.OperationalError(f"ledger writer: {exc!r}")
-            self._answer(batch)
+            jobs: list[_Job]
+            if self._lazy:  # queued while the last batch ran: take what waits, or linger
+                jobs, stop = self._waiting([])
+            else:
+                jobs, stop = take_batch(self._queue, MAX_BATCH)
+                jobs = [j for j in jobs if j is not _WAKE]
+            if not jobs and not stop:
+                jobs, stop = self._linger()
+            batch = self._take_lazy() + jobs
+            if batch:
+                try:
+                    self._run(batch)
+                except BaseException as exc:  # the writer must never die silently
+                    log.exception("ledger write batch of %d failed unexpectedly", len(batch))
+                    for j in batch:
+                        j.ok, j.value = False, sqlite3.OperationalError(f"ledger writer: {exc!r}")
+                self._answer(batch)
             if stop:
                 return
 
-    def _linger(self, batch: list[_Job]) -> bool:
-        """Add to a batch of writes nobody waits for until one somebody does arrives, the
-        batch is full or `LINGER` has passed; True when a stop was seen."""
+    def _linger(self) -> tuple[list[_Job], bool]:
+        """Wait up to `LINGER` for a write somebody waits for, then take every other one
+        already waiting (their commit takes the queued ones along); True when a stop was
+        seen."""
         deadline = time.monotonic() + LINGER
-        while len(batch) < MAX_BATCH:
+        while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                return False
+                return [], False
             try:
                 job = self._queue.get(timeout=left)
             except queue.Empty:
-                return False
+                return [], False
             if job is None:
-                return True
-            batch.append(job)
-            if not job.lazy:
-                return False
-        return False
+                return [], True
+            if job is not _WAKE:
+                return self._waiting([job])
+
+    def _waiting(self, jobs: list[_Job]) -> tuple[list[_Job], bool]:
+        """Add the writes already on the queue (no wait), up to `MAX_BATCH`."""
+        while len(jobs) < MAX_BATCH:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                return jobs, False
+            if job is None:
+                return jobs, True
+            if job is not _WAKE:
+                jobs.append(job)
+        return jobs, False
+
+    def _take_lazy(self) -> list[_Job]:
+        taken: list[_Job] = []
+        while self._lazy:
+            taken.append(self._lazy.popleft())
+        return taken
 
     def _run(self, batch: list[_Job]) -> None:
         db = self._conn
@@ -182,6 +213,9 @@ class LedgerWriter:
                 loop.call_soon_threadsafe(_settle, jobs)
             except RuntimeError:  # that loop is closed: nobody waits for these answers
                 log.info("ledger answers for a closed event loop dropped (%d)", len(jobs))
+
+
+_WAKE = _Job(lambda db: None, None, None)  # on the queue: writes nobody waits for are queued
 
 
 def _settle(jobs: list[_Job]) -> None:
