@@ -1,6 +1,6 @@
 """The ledger's group commit (connect/ledgerwriter.py): writes nobody waits for ride the next
 awaited write's commit (no fsync of their own), linger at most `LINGER` without one, keep
-their order, and are committed by a stop."""
+their order, are committed by a stop, and a failing one fails alone."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -146,3 +147,35 @@ def test_submits_from_several_threads_all_commit(traced: Traced) -> None:
     while len(traced.rows()) < len(want) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert sorted(traced.rows()) == want
+
+
+def test_a_failing_write_in_a_batch_fails_alone(traced: Traced) -> None:
+    """Queued behind a commit, four writes share a batch and one of them fails: it gets its
+    own error, the other three (awaited or not) are committed."""
+    started, release = threading.Event(), threading.Event()
+
+    def slow(db: sqlite3.Connection) -> None:
+        started.set()
+        release.wait(10)
+        db.execute("INSERT INTO t VALUES (-1)")
+
+    def broken(db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO no_such_table VALUES (1)")
+
+    async def scenario() -> list[Any]:
+        first = asyncio.ensure_future(traced.writer.run(slow))
+        assert await asyncio.to_thread(started.wait, 10)
+        jobs = [asyncio.ensure_future(traced.writer.run(fn)) for fn in (insert(1), broken, insert(2))]
+        traced.writer.submit(insert(3))
+        await asyncio.sleep(0)  # each task runs to its await: all are on the queue
+        release.set()
+        await first
+        return await asyncio.gather(*jobs, return_exceptions=True)
+
+    ok1, failed, ok2 = asyncio.run(scenario())
+    assert isinstance(failed, sqlite3.OperationalError) and "no_such_table" in str(failed)
+    assert not isinstance(ok1, BaseException) and not isinstance(ok2, BaseException)
+    deadline = time.monotonic() + 5
+    while len(traced.rows()) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(traced.rows()) == [-1, 1, 2, 3]

@@ -1,8 +1,8 @@
 """Group commit for the delivery ledger (DESIGN.md §6 "Ledger": WAL, synchronous FULL).
 
 One thread owns the ledger's write connection. It takes every write job waiting, runs them
-in ONE transaction (each in its own savepoint, so a failing job is undone alone), commits
-once — the fsync — and only then answers each job. So 16 deliveries in flight share one
+in ONE transaction (when one fails, each runs again in its own, so a failing job is undone
+alone), commits once — the fsync — and only then answers each job. So 16 deliveries in flight share one
 fsync instead of paying one each, and no commit ever blocks the Worker's event loop.
 Write-ahead still holds per job: an answer means that job's rows are on disk.
 
@@ -157,31 +157,36 @@ class LedgerWriter:
         return taken
 
     def _run(self, batch: list[_Job]) -> None:
+        """One transaction for the batch. A job that fails rolls it back, and then each job
+        runs in a transaction of its own, so a failing job's error is its answer alone (a
+        savepoint per job would cost two more statements, and GIL hand-offs, every job)."""
+        if not self._run_together(batch, alone=len(batch) == 1):
+            for j in batch:
+                self._run_together([j], alone=True)
+
+    def _run_together(self, batch: list[_Job], alone: bool) -> bool:
+        """Run and commit `batch`; False when a job failed and, not `alone`, nothing was
+        answered (the transaction is rolled back)."""
         db = self._conn
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             for j in batch:
                 j.ok, j.value = False, exc
-            return
+            return True
         for j in batch:
             try:
-                db.execute("SAVEPOINT job")
                 j.ok, j.value = True, j.fn(db)
-                db.execute("RELEASE job")
-            except Exception as exc:  # this job's error is its own answer; the rest go on
-                j.ok, j.value = False, exc
-                if db.in_transaction:
+            except Exception as exc:
+                if db.in_transaction:  # else SQLite itself rolled it back (disk full, I/O)
                     try:
-                        db.execute("ROLLBACK TO job")
-                        db.execute("RELEASE job")
+                        db.execute("ROLLBACK")
                     except sqlite3.Error:
-                        log.exception("undoing a failed ledger job failed")
-            if not db.in_transaction:  # SQLite itself rolled the batch back (disk full, I/O)
-                failure = sqlite3.OperationalError("the ledger transaction was rolled back")
-                for k in batch:
-                    k.ok, k.value = False, failure
-                return
+                        log.exception("rolling back a failed ledger batch failed")
+                if not alone:
+                    return False
+                j.ok, j.value = False, exc
+                return True
         try:
             db.execute("COMMIT")  # synchronous=FULL: the WAL is fsync'd before this returns
         except sqlite3.Error as exc:
@@ -193,6 +198,7 @@ class LedgerWriter:
                     log.exception("rollback after a failed ledger commit also failed")
             for j in batch:
                 j.ok, j.value = False, exc
+        return True
 
     def _answer(self, batch: list[_Job]) -> None:
         by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
