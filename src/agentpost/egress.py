@@ -67,12 +67,25 @@ class EgressRoots:
     itself reached through a link either way; below a root, no link is ever followed."""
 
     def __init__(self, roots: Iterable[str | Path], max_bytes: int) -> None:
-        self.roots: list[Path] = []
+        self._given: list[Path] = []
         for r in roots:
-            for spelling in (Path(os.path.realpath(r)), Path(os.path.abspath(r))):
-                if spelling not in self.roots:
-                    self.roots.append(spelling)
+            if (given := Path(os.path.abspath(r))) not in self._given:
+                self._given.append(given)
+        self._all: list[Path] | None = None
         self.max_bytes = max_bytes
+
+    @property
+    def roots(self) -> list[Path]:
+        """Every root resolved and as given (resolved once, when first needed: a path under
+        a root as given, the usual case, never needs it)."""
+        if self._all is None:
+            spellings: list[Path] = []
+            for given in self._given:
+                for spelling in (Path(os.path.realpath(given)), given):
+                    if spelling not in spellings:
+                        spellings.append(spelling)
+            self._all = spellings
+        return self._all
 
     def contains(self, path: Path) -> Path | None:
         """The first root whose tree lexically holds `path` (real path), or None."""
@@ -90,11 +103,10 @@ class EgressRoots:
         """Open the file at the absolute `path`, or raise `EgressRefused`."""
         if not path.startswith("/") or "\x00" in path:
             raise EgressRefused(f"{path[:120]!r} is not an absolute path", INVALID)
-        for root in self.roots:
-            rest = _relative(path, root)
-            if rest is not None:
-                return self._open_under(root, rest, path)
-        raise EgressRefused(f"{path} is outside the egress roots", OUTSIDE_ROOTS)
+        found = _under(path, self._given) or _under(path, self.roots)  # as given first
+        if found is None:
+            raise EgressRefused(f"{path} is outside the egress roots", OUTSIDE_ROOTS)
+        return self._open_under(found[0], found[1], path)
 
     def _open_under(self, root: Path, parts: list[str], shown: str) -> OpenedFile:
         if not parts:
@@ -142,6 +154,15 @@ def _path_of(uri: str) -> str:
     if not path.startswith("/") or "\x00" in path:
         raise EgressRefused(f"{uri[:120]} is not an absolute path", INVALID)
     return path
+
+
+def _under(path: str, roots: list[Path]) -> tuple[Path, list[str]] | None:
+    """The first of `roots` that lexically holds `path`, and the components below it."""
+    for root in roots:
+        rest = _relative(path, root)
+        if rest is not None:
+            return root, rest
+    return None
 
 
 def _relative(path: str, root: Path) -> list[str] | None:

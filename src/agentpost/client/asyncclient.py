@@ -40,6 +40,7 @@ from agentpost.core.ids import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_RULE
 
 T = TypeVar("T")
 DEFAULT_HUB = "http://127.0.0.1:8470"
+_MAX_URLS = 1024  # parsed hub URLs kept by one client
 _DIRECT = frozenset({"headers", "timeout", "json", "params", "content", "data", "files"})
 
 
@@ -113,6 +114,7 @@ class AsyncHubClient:
         self._direct = isinstance(self._transport, PooledTransport)
         self._headers = dict(self._http.headers)
         self._timeout = httpx.Timeout(timeout).as_dict()
+        self._urls: dict[str, httpx.URL] = {}  # hub + path, parsed once (a room's posts)
 
     async def __aenter__(self) -> AsyncHubClient:
         return self
@@ -147,9 +149,14 @@ class AsyncHubClient:
         """One request straight on the transport, read whole (what `httpx.AsyncClient`
         would send for it: the same headers, URL and timeouts; `timeout=None` is none)."""
         timeout = httpx.Timeout(body.pop("timeout")).as_dict() if "timeout" in body else self._timeout
+        url = self._urls.get(path)
+        if url is None:
+            if len(self._urls) >= _MAX_URLS:
+                self._urls.clear()
+            url = self._urls[path] = httpx.URL(self.hub + path)
         req = httpx.Request(
             method,
-            self.hub + path,
+            url,
             headers={**self._headers, **{k.lower(): v for k, v in headers.items()}}
             if headers
             else self._headers,
