@@ -157,9 +157,11 @@ class LedgerWriter:
         return taken
 
     def _run(self, batch: list[_Job]) -> None:
-        """One transaction for the batch. A job that fails rolls it back, and then each job
-        runs in a transaction of its own, so a failing job's error is its answer alone (a
-        savepoint per job would cost two more statements, and GIL hand-offs, every job)."""
+        """One transaction for the batch. A job that fails on its own (a constraint, a
+        trigger) rolls it back, and then each job runs in a transaction of its own, so its
+        error is its answer alone (a savepoint per job would cost two more statements, and
+        GIL hand-offs, every job). When SQLite rolled the batch back itself (disk full, an
+        I/O error), every job of it gets that error at once."""
         if not self._run_together(batch, alone=len(batch) == 1):
             for j in batch:
                 self._run_together([j], alone=True)
@@ -178,13 +180,16 @@ class LedgerWriter:
             try:
                 j.ok, j.value = True, j.fn(db)
             except Exception as exc:
-                if db.in_transaction:  # else SQLite itself rolled it back (disk full, I/O)
-                    try:
-                        db.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        log.exception("rolling back a failed ledger batch failed")
+                if not db.in_transaction:  # SQLite rolled it back itself (disk full, I/O):
+                    for k in batch:  # not this job's fault, and each alone would fail too
+                        k.ok, k.value = False, exc
+                    return True
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    log.exception("rolling back a failed ledger batch failed")
                 if not alone:
-                    return False
+                    return False  # this job's own error (a constraint, a trigger)
                 j.ok, j.value = False, exc
                 return True
         try:
