@@ -195,7 +195,12 @@ class Ledger:
         The finish that follows commits with it or after it."""
         e.posted[part] = event_id
         row = (json.dumps(e.posted), e.id)
-        self._submit(lambda db: db.execute("UPDATE deliveries SET posted = ? WHERE id = ?", row))
+        try:
+            self._writer_or_fail().submit(
+                lambda db: db.execute("UPDATE deliveries SET posted = ? WHERE id = ?", row)
+            )
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"{self.path}: {exc}") from exc
 
     async def finish(self, e: Entry, result: dict[str, Any]) -> None:
         """Record a result, committed and fsync'd when this returns."""
@@ -206,12 +211,6 @@ class Ledger:
                 "UPDATE deliveries SET state = ?, result = ?, finished_at = ? WHERE id = ?", row
             )
         )
-
-    def _submit(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
-        try:
-            self._writer_or_fail().submit(fn)
-        except sqlite3.Error as exc:
-            raise LedgerUnavailable(f"{self.path}: {exc}") from exc
 
     def worker_ids(self) -> set[str]:
         return {r[0] for r in self._run("SELECT DISTINCT worker_id FROM deliveries")}

@@ -2,12 +2,13 @@
 
 One thread owns the ledger's write connection. It takes every write job waiting, runs them
 in ONE transaction (when one fails, each runs again in its own, so a failing job is undone
-alone), commits once — the fsync — and only then answers each job. So 16 deliveries in flight share one
-fsync instead of paying one each, and no commit ever blocks the Worker's event loop.
+alone), commits once — the fsync — and only then answers each job. So 16 deliveries in
+flight share one fsync instead of paying one each, and no commit ever blocks the Worker's
+event loop.
 Write-ahead still holds per job: an answer means that job's rows are on disk.
 
-A write nobody waits for (`submit`: a posted part's record, a `delivered` result) lingers up
-to `LINGER` for one that somebody does, and rides its commit: with deliveries in flight the
+A write nobody waits for (`submit`: a posted part's record) lingers up to `LINGER` for one
+that somebody does, and rides its commit: with deliveries in flight the
 next first-seen entry comes within milliseconds, so their records cost no fsync of their
 own. At most `LINGER` of them is lost to a kill -9, which nothing depends on (docs/deliver.md
 "Ledger"); a stop commits them first.
@@ -26,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from agentpost.core.queues import take_batch
+from agentpost.core.queues import take_batch, take_waiting
 
 log = logging.getLogger("agentpost.connect.ledger")
 
@@ -99,12 +100,11 @@ class LedgerWriter:
 
     def _loop(self) -> None:
         while True:
-            jobs: list[_Job]
             if self._lazy:  # queued while the last batch ran: take what waits, or linger
-                jobs, stop = self._waiting([])
+                jobs, stop = take_waiting(self._queue, [], MAX_BATCH)
             else:
                 jobs, stop = take_batch(self._queue, MAX_BATCH)
-                jobs = [j for j in jobs if j is not _WAKE]
+            jobs = [j for j in jobs if j is not _WAKE]
             if not jobs and not stop:
                 jobs, stop = self._linger()
             batch = self._take_lazy() + jobs
@@ -135,20 +135,8 @@ class LedgerWriter:
             if job is None:
                 return [], True
             if job is not _WAKE:
-                return self._waiting([job])
-
-    def _waiting(self, jobs: list[_Job]) -> tuple[list[_Job], bool]:
-        """Add the writes already on the queue (no wait), up to `MAX_BATCH`."""
-        while len(jobs) < MAX_BATCH:
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                return jobs, False
-            if job is None:
-                return jobs, True
-            if job is not _WAKE:
-                jobs.append(job)
-        return jobs, False
+                jobs, stop = take_waiting(self._queue, [job], MAX_BATCH)
+                return [j for j in jobs if j is not _WAKE], stop
 
     def _take_lazy(self) -> list[_Job]:
         taken: list[_Job] = []

@@ -23,7 +23,14 @@ def take_batch(q: queue.SimpleQueue[T | None], max_batch: int) -> tuple[list[T],
     first = q.get()
     if first is None:
         return [], True
-    batch = [first]
+    return take_waiting(q, [first], max_batch)
+
+
+def take_waiting(
+    q: queue.SimpleQueue[T | None], batch: list[T], max_batch: int
+) -> tuple[list[T], bool]:
+    """Add to `batch` the jobs already waiting (no wait), up to `max_batch` in all; also
+    whether a stop (`None`) was seen."""
     while len(batch) < max_batch:
         try:
             nxt = q.get_nowait()
