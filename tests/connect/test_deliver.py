@@ -141,6 +141,28 @@ def test_a_malformed_request_is_invalid_params_and_records_nothing(c_trick: Conn
     assert c_trick.wait_reply(e["id"])["text"] == "deliver error -32602"
 
 
+def test_an_accepted_delivery_runs_to_completion_when_the_agent_goes_away(
+    c_trick: Connected,
+) -> None:
+    """DESIGN.md §6 "Rules": the agent writes its request and exits at once; the Worker
+    still posts every part once and records `delivered`, which a resend (from the
+    restarted agent) is answered with."""
+    b = _binding(c_trick)
+    Path(b["export_dir"], "gone.txt").write_text("G")
+    parts = [{"type": "text", "text": "sent by a gone agent"},
+             {"type": "file", "path": f"{b['export_dir']}/gone.txt"}]
+    request = {"binding": "$BINDING", "id": "gone1", "parts": parts}
+    c_trick.say("alice", "@bot deliver-and-exit " + json.dumps(request))
+    w = c_trick.workers[0]
+    wait_for(lambda: "delivery gone1 under" in w.log())
+    assert "delivery gone1 under " + b["binding"] + ": delivered" in w.log()
+    again = _deliver(c_trick, request)  # from the agent the Worker started again
+    assert again["status"] == "delivered" and again["delivered"] == [1, 0]
+    evs = c_trick.events()
+    assert len([x for x in evs if x["text"] == "sent by a gone agent"]) == 1
+    assert [m["attachments"][0]["name"] for m in evs if m["type"] == "media"] == ["gone.txt"]
+
+
 def test_unreadable_ledger_answers_retry_with_null_expires_at(connected: Connected) -> None:
     ws = connected.tmp / "ws-bot"
     ws.mkdir()

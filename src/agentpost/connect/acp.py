@@ -7,9 +7,11 @@ What this module owns, because the SDK does not (docs/connect.md):
 - the agent's stderr is drained (an unread pipe blocks the agent at ~64 KB), keeping a tail;
 - frames are capped (`MAX_FRAME_BYTES`): an agent that sends more is cut off, not buffered;
   a line that is not a JSON object is logged and skipped;
-- `session/update`s are taken in wire order from the receive loop (the SDK runs each in
-  its own task), so a Turn's chunks keep their order;
-- every `_…` request goes to the Worker's extension handler; an unknown one is -32601.
+- `session/update`s are taken in wire order as they are read (the SDK would run each in a
+  task of its own, after validating it), so a Turn's chunks keep their order;
+- every `_…` request goes to the Worker's extension handler, in a task of ours that the
+  agent going away never cancels (an accepted delivery runs to completion), answered on
+  the same stdio; an unknown one is -32601, a malformed one -32602.
 The SDK is imported lazily, only when an agent is spawned.
 """
 
@@ -33,6 +35,7 @@ READ_CHUNK = 1024 * 1024
 HIDDEN_ENV = ("AGENTPOST_TOKEN", "AGENTPOST_ADMIN_TOKEN")
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
 
 
 class AgentFailed(Exception):
@@ -96,14 +99,24 @@ def agent_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 class _Transport:
-    """Newline-delimited JSON over the agent's stdio, with a frame cap."""
+    """Newline-delimited JSON over the agent's stdio, with a frame cap. What it reads goes to
+    the SDK, except `session/update` notifications (`on_update`) and `_…` requests
+    (`on_ext`), which are ours and never reach the SDK's router."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, on_cut: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        on_cut: Callable[[str], None],
+        on_update: Callable[[dict[str, Any]], None],
+        on_ext: Callable[[dict[str, Any]], None],
+    ) -> None:
         assert proc.stdin is not None and proc.stdout is not None
         self._proc = proc
         self._stdin = proc.stdin
         self._stdout = proc.stdout
         self._on_cut = on_cut
+        self._on_update = on_update
+        self._on_ext = on_ext
         self._lock = asyncio.Lock()
         self.bad_lines = 0
 
@@ -126,6 +139,13 @@ class _Transport:
             except ValueError:
                 message = None
             if isinstance(message, dict):
+                method = message.get("method")
+                if method == "session/update" and "id" not in message:
+                    self._on_update(message)
+                    continue
+                if isinstance(method, str) and method.startswith("_") and "id" in message:
+                    self._on_ext(message)
+                    continue
                 return message
             self.bad_lines += 1
             log.warning("agent printed a line that is no JSON-RPC frame: %r", line[:200])
@@ -163,12 +183,11 @@ class _Transport:
 class _Client:
     """The ACP `Client` the SDK calls back into; each call is handed to the Worker."""
 
-    def __init__(self, permissions: PermissionHandler, ext: ExtHandler) -> None:
+    def __init__(self, permissions: PermissionHandler) -> None:
         self._permissions = permissions
-        self._ext = ext
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        return None  # taken in wire order by `AgentConnection._observe`
+        return None  # never called: `_Transport` takes them in wire order
 
     async def request_permission(
         self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
@@ -183,18 +202,6 @@ class _Client:
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id=chosen)
         )
-
-    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        from acp import RequestError
-
-        try:
-            return await self._ext(method, params)
-        except MethodNotFound:
-            raise RequestError(
-                METHOD_NOT_FOUND, "Method not found", {"method": f"_{method}"}
-            ) from None
-        except InvalidParams as exc:
-            raise RequestError(INVALID_PARAMS, "Invalid params", {"details": str(exc)}) from None
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.info("agent sent extension notification _%s; ignored", method)
@@ -225,7 +232,10 @@ class AgentConnection:
         self.argv = argv
         self.cwd = cwd
         self._on_update = on_update
-        self._client = _Client(on_permission, on_ext)
+        self._client = _Client(on_permission)
+        self._on_ext = on_ext
+        self._ext_tasks: set[asyncio.Task[None]] = set()
+        self._transport: _Transport | None = None
         self._env = agent_environment(env)
         self._proc: asyncio.subprocess.Process | None = None
         self._conn: Any = None
@@ -268,9 +278,10 @@ class AgentConnection:
         except OSError as exc:
             raise AgentFailed(f"cannot start {self.argv[0]!r}: {exc}") from exc
         self._stderr_task = asyncio.create_task(self._drain_stderr())
-        transport = _Transport(self._proc, self._cut)
+        transport = _Transport(self._proc, self._cut, self._update, self._ext_request)
+        self._transport = transport
         client: Any = self._client  # duck-typed: the SDK's Client protocol, the parts we serve
-        self._conn = ClientSideConnection(client, transport, observers=[self._observe])
+        self._conn = ClientSideConnection(client, transport)
         caps = ClientCapabilities(field_meta=client_meta or None)
         try:
             resp = await asyncio.wait_for(
@@ -332,17 +343,41 @@ class AgentConnection:
         result: dict[str, Any] = await self._conn.ext_method(method, params)
         return result
 
-    def _observe(self, event: Any) -> None:
-        message = event.message
-        if getattr(event.direction, "value", "") != "incoming":
-            return
-        if message.get("method") != "session/update":
-            return
+    def _update(self, message: dict[str, Any]) -> None:
         params = message.get("params")
         if isinstance(params, dict):
             update = _update_of(params)
             if update is not None:
                 self._on_update(update)
+
+    def _ext_request(self, message: dict[str, Any]) -> None:
+        """A `_…` request: answered by a task of ours, which the agent going away (and the
+        SDK closing its connection) never cancels."""
+        task = asyncio.ensure_future(self._answer_ext(message))
+        self._ext_tasks.add(task)
+        task.add_done_callback(self._ext_tasks.discard)
+
+    async def _answer_ext(self, message: dict[str, Any]) -> None:
+        method = str(message["method"])
+        params = message.get("params")
+        answer: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
+        try:
+            if not isinstance(params, dict):
+                raise InvalidParams("params must be an object")
+            answer["result"] = await self._on_ext(method[1:], params)
+        except MethodNotFound:
+            answer["error"] = _error(METHOD_NOT_FOUND, "Method not found", {"method": method})
+        except InvalidParams as exc:
+            answer["error"] = _error(INVALID_PARAMS, "Invalid params", {"details": str(exc)})
+        except Exception as exc:
+            log.exception("extension request %s failed", method)
+            answer["error"] = _error(INTERNAL_ERROR, "Internal error", {"details": repr(exc)})
+        assert self._transport is not None
+        try:
+            await self._transport.send(answer)
+        except (OSError, RuntimeError, ConnectionError) as exc:
+            log.info("the answer to %s (id %r) was not sent: the agent is gone (%r)",
+                     method, message["id"], exc)
 
     def _cut(self, reason: str) -> None:
         self.cut_reason = reason
@@ -384,6 +419,10 @@ class AgentConnection:
                 await asyncio.wait_for(self._stderr_task, 5)
             except (TimeoutError, asyncio.CancelledError):
                 self._stderr_task.cancel()
+
+
+def _error(code: int, message: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"code": code, "message": message, "data": data}
 
 
 class RequestFailed(Exception):

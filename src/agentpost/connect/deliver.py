@@ -128,16 +128,12 @@ class Deliveries:
         self.enabled = enabled
         self.reason = reason
         self._locks: dict[str, asyncio.Lock] = {}
-        self._tasks: set[asyncio.Task[dict[str, Any]]] = set()
 
     async def handle(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Answer one request. The caller runs this in a task that the agent going away
+        never cancels (`connect/acp.py`): a delivery accepted runs to completion."""
         binding, did, parts = check(params)
-        # Run in a task the Worker owns: a delivery accepted runs to completion even when
-        # the agent's connection (and this request's handler) goes away.
-        task = asyncio.ensure_future(self._handle(binding, did, parts))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return await asyncio.shield(task)
+        return await self._handle(binding, did, parts)
 
     async def _handle(self, binding: str, did: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
         lock = self._locks.setdefault(did, asyncio.Lock())

@@ -9,6 +9,7 @@ failure tests. Start flag: `--crash-at-start`. The first word of the prompt text
   ext        call an unknown `_x/unknown`, report error  env     report what the env holds
   deliver J  send `_ag2/deliver` with the JSON J ($BINDING, $EXPORT replaced), reply its result
   binding    reply the Session's `_meta["ag2/delivery"]` (or "none")
+  deliver-and-exit J  write the `_ag2/deliver` frame for J on stdout, then exit at once
 Every prompt first writes `$TRICK_MARKER_DIR/prompt-<n>` when that variable is set.
 """
 
@@ -123,6 +124,14 @@ class TrickAgent:
                 await self.say(session_id, f"ext error {exc.code}")
         elif word == "binding":
             await self.say(session_id, json.dumps(self.delivery.get(session_id) or "none"))
+        elif word == "deliver-and-exit":
+            d = self.delivery.get(session_id) or {"binding": "", "export_dir": ""}
+            raw = text.split("deliver-and-exit", 1)[1].strip()
+            raw = raw.replace("$BINDING", d["binding"]).replace("$EXPORT", d["export_dir"])
+            frame = {"jsonrpc": "2.0", "id": 9999, "method": "_ag2/deliver", "params": json.loads(raw)}
+            sys.stdout.buffer.write(json.dumps(frame).encode() + b"\n")
+            sys.stdout.buffer.flush()
+            os._exit(0)  # gone before any answer can come back
         elif word == "deliver":
             d = self.delivery.get(session_id) or {"binding": "", "export_dir": ""}
             raw = text.split("deliver", 1)[1].strip()
