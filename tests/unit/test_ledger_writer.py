@@ -1,220 +1,181 @@
-"""The ledger's writes and group fsync (connect/ledgerwriter.py): an awaited write returns
-only after an fdatasync of the WAL that began after its commit; writes in flight share one;
-a write nobody waits for is synced within the linger; a failed sync refuses everything
-after it; a failing write leaves nothing; checkpoints keep the WAL from growing."""
+"""The ledger's group commit (connect/ledgerwriter.py): writes nobody waits for ride the next
+awaited write's commit (no fsync of their own), linger at most `LINGER` without one, keep
+their order, are committed by a stop, and a failing one fails alone."""
 
 from __future__ import annotations
 
 import asyncio
-import errno
-import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentpost.connect import ledgerwriter
-from agentpost.connect.ledger import Entry, Ledger, LedgerUnavailable
-from agentpost.connect.ledgerwriter import LedgerBroken, LedgerWriter
+from agentpost.connect.ledgerwriter import LedgerWriter
 
 
-class Recorded:
-    """What happened, in order: ("commit", n), ("sync", written when it began), ("synced", n)."""
+class Traced:
+    def __init__(self, path: Path) -> None:
+        self.commits: list[float] = []
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("CREATE TABLE t (n INTEGER)")
+        conn.set_trace_callback(self._trace)
+        self.writer = LedgerWriter(conn)
+        self.path = path
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, writer: LedgerWriter) -> None:
-        self.events: list[tuple[str, int]] = []
-        self.fail: OSError | None = None
-        real = os.fdatasync
+    def _trace(self, sql: str) -> None:
+        if sql == "COMMIT":
+            self.commits.append(time.monotonic())
 
-        def fdatasync(fd: int) -> None:
-            self.events.append(("sync", writer._written))
-            if self.fail is not None:
-                raise self.fail
-            real(fd)
-            self.events.append(("synced", writer._written))
-
-        monkeypatch.setattr(ledgerwriter.os, "fdatasync", fdatasync)
-
-    def syncs(self) -> int:
-        return sum(1 for kind, _ in self.events if kind == "sync")
-
-
-@pytest.fixture
-def writer(tmp_path: Path) -> Iterator[LedgerWriter]:
-    path = tmp_path / "l.sqlite3"
-    with closing(sqlite3.connect(path)) as db:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("CREATE TABLE t (n INTEGER UNIQUE)")
-    w = LedgerWriter(path, 5000)
-    yield w
-    w.stop()
+    def rows(self) -> list[int]:
+        with closing(sqlite3.connect(self.path)) as db:
+            return [r[0] for r in db.execute("SELECT n FROM t ORDER BY rowid")]
 
 
-def insert(n: int) -> ledgerwriter.Callable[[sqlite3.Connection], object]:
+def insert(n: int) -> ledgerwriter.WriteJob:
     return lambda db: db.execute("INSERT INTO t VALUES (?)", (n,))
 
 
-def rows(path: Path) -> list[int]:
-    with closing(sqlite3.connect(path)) as db:
-        return [r[0] for r in db.execute("SELECT n FROM t ORDER BY n")]
+@pytest.fixture
+def traced(tmp_path: Path) -> Iterator[Traced]:
+    t = Traced(tmp_path / "l.sqlite3")
+    yield t
+    t.writer.stop()
 
 
-def test_an_awaited_write_returns_after_an_fsync_that_began_after_its_commit(
-    writer: LedgerWriter, monkeypatch: pytest.MonkeyPatch
+def test_unawaited_writes_ride_the_next_awaited_commit(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rec = Recorded(monkeypatch, writer)
+    monkeypatch.setattr(ledgerwriter, "LINGER", 5.0)  # longer than this test can take
+    for n in range(5):
+        traced.writer.submit(insert(n))
 
-    async def one(n: int) -> None:
-        writer.write(insert(n))
-        committed = writer._written
-        rec.events.append(("commit", committed))
-        await writer.durable()
-        began = [w for kind, w in rec.events if kind == "synced"]
-        assert began and max(began) >= committed  # a finished sync covered this commit
-        rec.events.append(("answered", committed))
+    async def awaited() -> None:
+        await traced.writer.run(insert(5))
 
-    asyncio.run(one(1))
-    kinds = [kind for kind, _ in rec.events]
-    assert kinds == ["commit", "sync", "synced", "answered"]
-    assert rows(writer.path) == [1]
+    asyncio.run(awaited())
+    assert traced.rows() == [0, 1, 2, 3, 4, 5]  # in the order queued
+    assert len(traced.commits) == 1  # one commit, one fsync, for all six
 
 
-def test_writes_in_flight_share_one_fsync(
-    writer: LedgerWriter, monkeypatch: pytest.MonkeyPatch
+def test_unawaited_writes_alone_commit_within_linger(traced: Traced) -> None:
+    t0 = time.monotonic()
+    traced.writer.submit(insert(1))
+    deadline = t0 + 5
+    while not traced.rows() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert traced.rows() == [1]
+    assert len(traced.commits) == 1
+    assert traced.commits[0] - t0 >= ledgerwriter.LINGER * 0.9  # it waited for company
+    assert traced.commits[0] - t0 < ledgerwriter.LINGER + 1.0  # and not much longer
+
+
+def test_a_stop_commits_what_lingers(tmp_path: Path) -> None:
+    t = Traced(tmp_path / "l.sqlite3")
+    for n in range(3):
+        t.writer.submit(insert(n))
+    t.writer.stop()
+    assert t.rows() == [0, 1, 2]
+
+
+def test_an_awaited_write_does_not_wait_for_the_linger(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rec = Recorded(monkeypatch, writer)
+    monkeypatch.setattr(ledgerwriter, "LINGER", 5.0)
+    traced.writer.submit(insert(1))
 
-    async def one(n: int) -> None:
-        writer.write(insert(n))
-        await writer.durable()
+    async def awaited() -> float:
+        t = time.monotonic()
+        await traced.writer.run(insert(2))
+        return time.monotonic() - t
 
-    async def sixteen() -> None:
-        await asyncio.gather(*(one(n) for n in range(16)))
-
-    asyncio.run(sixteen())
-    assert rec.syncs() == 1
-    assert rows(writer.path) == list(range(16))
+    took = asyncio.run(awaited())
+    assert traced.rows() == [1, 2]
+    assert took < 2.5  # it ended the 5 s linger, it did not sit it out
+    assert len(traced.commits) == 1
 
 
-def test_a_write_nobody_waits_for_is_synced_within_the_linger(
-    writer: LedgerWriter, monkeypatch: pytest.MonkeyPatch
+def test_writes_waiting_behind_a_commit_share_the_next_one(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rec = Recorded(monkeypatch, writer)
+    """While a batch commits, one write nobody waits for and 16 awaited ones queue up: the
+    next batch takes all of them at once (one commit, one fsync), not the first awaited one
+    alone."""
+    monkeypatch.setattr(ledgerwriter, "LINGER", 5.0)
+    started, release = threading.Event(), threading.Event()
 
-    async def lazy() -> float:
-        writer.write(insert(7))
-        t0 = time.monotonic()
-        deadline = t0 + 10
-        while rec.syncs() == 0 and time.monotonic() < deadline:
-            await asyncio.sleep(0.005)
-        return time.monotonic() - t0
+    def slow(db: sqlite3.Connection) -> None:
+        started.set()
+        release.wait(10)
+        db.execute("INSERT INTO t VALUES (-1)")
 
-    took = asyncio.run(lazy())
-    assert rec.syncs() == 1
-    assert took < ledgerwriter.LINGER + 1.0
-    assert writer._synced == writer._written == 1
+    async def scenario() -> None:
+        first = asyncio.ensure_future(traced.writer.run(slow))
+        assert await asyncio.to_thread(started.wait, 10)
+        traced.writer.submit(insert(0))
+        rest = [asyncio.ensure_future(traced.writer.run(insert(n))) for n in range(1, 17)]
+        await asyncio.sleep(0)  # each task runs to its await: all 16 are on the queue
+        release.set()
+        await asyncio.gather(first, *rest)
 
-
-def test_a_failed_sync_refuses_every_later_write_wait_and_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    ledger = Ledger(tmp_path / "deliveries.sqlite3")
-    ledger.open()
-    assert ledger._writer is not None
-    rec = Recorded(monkeypatch, ledger._writer)
-    rec.fail = OSError(errno.EIO, "Input/output error")
-    entry = Entry("d1", "w.b", "room", "w", [{"type": "text", "text": "hi"}], first_seen=1.0)
-
-    with pytest.raises(LedgerUnavailable, match="syncing the ledger failed"):
-        asyncio.run(ledger.first_seen(entry))
-    rec.fail = None  # the disk is fine again: the ledger still refuses until a restart
-    with pytest.raises(LedgerUnavailable):
-        ledger.get("d1")  # committed, but not known to be on disk: never read as there
-    with pytest.raises(LedgerUnavailable):
-        asyncio.run(ledger.first_seen(Entry("d2", "w.b", "room", "w", [], first_seen=1.0)))
-    with pytest.raises(LedgerBroken):
-        asyncio.run(ledger._writer.durable())
-    ledger.close()
-
-    again = Ledger(tmp_path / "deliveries.sqlite3")  # a restart reads what reached the disk
-    again.open()
-    got = again.get("d1")
-    assert got is not None and got.binding == "w.b"
-    assert again.get("d2") is None
-    again.close()
+    asyncio.run(scenario())
+    assert sorted(traced.rows()) == list(range(-1, 17))
+    assert len(traced.commits) == 2  # the slow batch, then everything that waited
 
 
-def test_a_failing_write_leaves_nothing_and_the_next_one_commits(writer: LedgerWriter) -> None:
-    writer.write(insert(1))
+def test_submits_from_several_threads_all_commit(traced: Traced) -> None:
+    """`submit` is safe from any thread: none of their wake-ups is lost, so every write
+    reaches the disk without an awaited one to carry it."""
+    def many(base: int) -> None:
+        for n in range(base, base + 200):
+            traced.writer.submit(insert(n))
 
-    def half_then_fail(db: sqlite3.Connection) -> None:
-        db.execute("INSERT INTO t VALUES (2)")
-        db.execute("INSERT INTO t VALUES (1)")  # UNIQUE
-
-    with pytest.raises(sqlite3.IntegrityError):
-        writer.write(half_then_fail)
-    writer.write(insert(3))
-    writer.durable_sync()
-    assert rows(writer.path) == [1, 3]
-    assert writer._written == writer._synced == 2
-
-
-def test_durable_sync_from_other_threads(writer: LedgerWriter) -> None:
-    errors: list[BaseException] = []
-
-    def work(base: int) -> None:
-        try:
-            for n in range(base, base + 10):
-                writer.write(insert(n))
-                writer.durable_sync()
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(b,)) for b in (0, 100, 200, 300)]
+    threads = [threading.Thread(target=many, args=(k * 1000,)) for k in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert errors == []
-    assert len(rows(writer.path)) == 40
-    assert writer._synced == writer._written == 40
+    want = sorted(n for k in range(4) for n in range(k * 1000, k * 1000 + 200))
+    deadline = time.monotonic() + 10
+    while len(traced.rows()) < len(want) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(traced.rows()) == want
 
 
-def test_stop_syncs_what_nobody_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "l.sqlite3"
-    with closing(sqlite3.connect(path)) as db:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("CREATE TABLE t (n INTEGER UNIQUE)")
-    w = LedgerWriter(path, 5000)
-    rec = Recorded(monkeypatch, w)
-    w.write(insert(5))  # off any loop: no linger timer
-    assert rec.syncs() == 0
-    w.stop()
-    assert rec.syncs() == 1
-    assert rows(path) == [5]
+def test_a_failing_write_in_a_batch_fails_alone(traced: Traced) -> None:
+    """Queued behind a commit, four writes share a batch and one of them fails: it gets its
+    own error, the other three (awaited or not) are committed."""
+    started, release = threading.Event(), threading.Event()
 
+    def slow(db: sqlite3.Connection) -> None:
+        started.set()
+        release.wait(10)
+        db.execute("INSERT INTO t VALUES (-1)")
 
-def test_checkpoints_keep_the_wal_from_growing(
-    writer: LedgerWriter, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(ledgerwriter, "CHECKPOINT_EVERY", 20)
-    wal = Path(f"{writer.path}-wal")
+    def broken(db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO no_such_table VALUES (1)")
 
-    async def many() -> None:
-        for n in range(400):
-            writer.write(lambda db, n=n: db.execute("INSERT INTO t VALUES (?)", (n,)))
-            await writer.durable()
-            if n % 20 == 0:  # let a checkpoint thread finish now and then
-                deadline = time.monotonic() + 10
-                while writer._checkpointing and time.monotonic() < deadline:
-                    await asyncio.sleep(0.002)
+    async def scenario() -> list[Any]:
+        first = asyncio.ensure_future(traced.writer.run(slow))
+        assert await asyncio.to_thread(started.wait, 10)
+        jobs = [asyncio.ensure_future(traced.writer.run(fn)) for fn in (insert(1), broken, insert(2))]
+        traced.writer.submit(insert(3))
+        await asyncio.sleep(0)  # each task runs to its await: all are on the queue
+        release.set()
+        await first
+        return await asyncio.gather(*jobs, return_exceptions=True)
 
-    asyncio.run(many())
-    # 400 commits of at least one 4 KiB frame each would make a WAL of 1.6 MB or more;
-    # checkpoints let it restart from its beginning.
-    assert wal.stat().st_size < 400 * 4096 // 4
-    assert rows(writer.path) == list(range(400))
+    ok1, failed, ok2 = asyncio.run(scenario())
+    assert isinstance(failed, sqlite3.OperationalError) and "no_such_table" in str(failed)
+    assert not isinstance(ok1, BaseException) and not isinstance(ok2, BaseException)
+    deadline = time.monotonic() + 5
+    while len(traced.rows()) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(traced.rows()) == [-1, 1, 2, 3]

@@ -1,13 +1,13 @@
 """The delivery ledger (docs/deliver.md "Ledger"): `<workspace>/deliveries.sqlite3`, WAL,
-every write fsync'd before anything depends on it, one writer per workspace (the Worker holds `worker.lock`).
+synchronous FULL, one writer per workspace (the Worker holds `worker.lock`).
 
 Each entry: id, binding, room, worker id, per-part state (event ids), first-seen, result.
-Written ahead: the first-seen entry is on disk (fsync'd) before the first hub call. Each
-write commits at once on the caller's thread; an awaited write returns once a group fsync
-covers it (`LedgerWriter`); the part records are not waited for and are synced with the
-next awaited write (the result's, at the latest). Reads run on their own connection,
-fail-closed: any error reading it, or a failed sync, is `LedgerUnavailable` (answer
-`retry`), never "no entry". Bindings live here too, under the same durability rules.
+Written ahead: the first-seen entry is committed (fsync'd by FULL) before the first hub
+call. Writes go through one writer thread that commits many at once (`LedgerWriter`);
+an awaited write returns after its commit; the part records are queued without waiting
+and commit with the next awaited write (the result's, at the latest). Reads run on
+the caller's own connection, fail-closed: any error reading it is `LedgerUnavailable`
+(answer `retry`), never "no entry". Bindings live here too, under the same durability rules.
 Retention: entries are kept 30 days whatever their binding; at most 10,000, never dropping
 one in progress or one finished less than 24 h ago.
 """
@@ -108,7 +108,7 @@ class Ledger:
                 db.execute("ALTER TABLE bindings ADD COLUMN revoked_reason TEXT")
             db.execute("SELECT COUNT(*) FROM deliveries").fetchone()
             self.path.chmod(0o600)
-            writer = LedgerWriter(self.path, BUSY_MS)
+            writer = LedgerWriter(self._connect())
         except (sqlite3.Error, OSError) as exc:
             raise LedgerUnavailable(f"{self.path}: {exc}") from exc
         self._db, self._writer = db, writer
@@ -134,13 +134,9 @@ class Ledger:
         return self._db
 
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """A read, on the read connection; refused once a sync failed (what it would see
-        may not be on disk)."""
+        """A read, on this thread's connection."""
         try:
-            db = self._conn()
-            assert self._writer is not None
-            self._writer.check()
-            return db.execute(sql, params).fetchall()
+            return self._conn().execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise LedgerUnavailable(f"{self.path}: {exc}") from exc
 
@@ -150,24 +146,17 @@ class Ledger:
         return self._writer
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """A write, on disk (fsync'd, with whatever else was written) when this returns."""
+        """A write, committed (fsync'd) with whatever else is waiting when this returns."""
         try:
-            writer = self._writer_or_fail()
-            value = writer.write(fn)
-            await writer.durable()
+            return await self._writer_or_fail().run(fn)
         except sqlite3.Error as exc:
             raise LedgerUnavailable(f"{self.path}: {exc}") from exc
-        return value
 
     def _write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """`_write` for the rare writes made off the hot path; it blocks until the fsync."""
         try:
-            writer = self._writer_or_fail()
-            value = writer.write(fn)
-            writer.durable_sync()
+            return self._writer_or_fail().run_sync(fn)
         except sqlite3.Error as exc:
             raise LedgerUnavailable(f"{self.path}: {exc}") from exc
-        return value
 
     # -- deliveries -------------------------------------------------------------------
 
@@ -203,11 +192,11 @@ class Ledger:
         """Record a posted part without waiting for its fsync. Per-part state need not be on
         disk before the next part: a Worker killed first re-posts that part under the same
         key after its restart, and the hub answers it from the key (a replay, same event).
-        The finish that follows is synced with it or after it."""
+        The finish that follows commits with it or after it."""
         e.posted[part] = event_id
         row = (json.dumps(e.posted), e.id)
         try:
-            self._writer_or_fail().write(
+            self._writer_or_fail().submit(
                 lambda db: db.execute("UPDATE deliveries SET posted = ? WHERE id = ?", row)
             )
         except sqlite3.Error as exc:

@@ -1,232 +1,229 @@
-"""Writes and group fsync for the delivery ledger (DESIGN.md §6 "Ledger": WAL, and every
-answer that depends on a write waits for that write's fsync).
+"""Group commit for the delivery ledger (DESIGN.md §6 "Ledger": WAL, synchronous FULL).
 
-A write runs at once, on the caller's thread, in a transaction of its own whose COMMIT puts
-its WAL frames in the page cache without syncing (`synchronous=NORMAL`): tens of µs. Being
-on disk is asked for separately: `await durable()` returns once an `fdatasync` of the WAL
-that *started after* every commit made so far has returned. The first caller schedules one
-sync on the event loop (`call_soon`), and every caller that asks before it runs shares it:
-16 deliveries in flight pay one fsync, with no thread hand-off on the way (measured: a sync
-thread waking for each group, and the GIL it must take back, cost more than the fsync
-itself; bench/README.md "Issue 11, fourth session"). The loop is held for that one
-fdatasync (0.1–0.7 ms on this disk under load).
+One thread owns the ledger's write connection. It takes every write job waiting, runs them
+in ONE transaction (when one fails, each runs again in its own, so a failing job is undone
+alone), commits once — the fsync — and only then answers each job. So 16 deliveries in
+flight share one fsync instead of paying one each, and no commit ever blocks the Worker's
+event loop.
+Write-ahead still holds per job: an answer means that job's rows are on disk.
 
-Write-ahead still holds per write: `durable()` returning means that write is on disk. A write
-nobody waits for (a posted part's record) is synced by the next `durable()`, or `LINGER`
-later. A failed fsync is fatal for this process's ledger: every later write, read (fail
-closed: what is visible may not be on disk) and wait raises `LedgerBroken`, until a restart
-recovers what reached the disk. Checkpoints run in a thread on a connection of their own
-(`wal_autocheckpoint` is off on the write connection, so no commit copies pages).
+A write nobody waits for (`submit`: a posted part's record) lingers up to `LINGER` for one
+that somebody does, and rides its commit: with deliveries in flight the
+next first-seen entry comes within milliseconds, so their records cost no fsync of their
+own. At most `LINGER` of them is lost to a kill -9, which nothing depends on (docs/deliver.md
+"Ledger"); a stop commits them first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import concurrent.futures
 import logging
-import os
+import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from agentpost.core.queues import take_batch, take_waiting
 
 log = logging.getLogger("agentpost.connect.ledger")
 
 T = TypeVar("T")
-LINGER = 0.05  # seconds a write nobody waits for may stay unsynced
-CHECKPOINT_EVERY = 1000  # commits between two checkpoints (SQLite's default is 1000 pages)
+MAX_BATCH = 256
+LINGER = 0.05  # seconds a write nobody waits for may wait for one somebody does
+
+WriteJob = Callable[[sqlite3.Connection], Any]
 
 
-class LedgerBroken(sqlite3.OperationalError):
-    """A sync of the ledger failed: nothing written since can be said to be on disk."""
+class _Job:
+    __slots__ = ("fn", "future", "loop", "ok", "value")
+
+    def __init__(
+        self,
+        fn: WriteJob,
+        future: asyncio.Future[Any] | concurrent.futures.Future[Any] | None,
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> None:
+        self.fn = fn
+        self.future = future
+        self.loop = loop
+        self.ok = False
+        self.value: Any = None
 
 
 class LedgerWriter:
-    """`writer.write(fn)` runs `fn(conn)` in a transaction of its own and returns its value
-    (committed, not yet synced); `await writer.durable()` (or `durable_sync()` off the loop)
-    returns once every write made before the call is on disk."""
+    """`await writer.run(fn)` runs `fn(conn)` in the next batch and returns its value once
+    the batch's commit returned; `writer.run_sync(fn)` the same for callers off the loop
+    (or rare ones on it). A job that raises gets its exception back; a failed commit gives
+    every job of the batch `sqlite3.OperationalError`."""
 
-    def __init__(self, path: Path, busy_ms: int) -> None:
-        self.path = path
-        self._wal = Path(f"{path}-wal")
-        self._busy_ms = busy_ms
-        self._conn = _connect(path, busy_ms)
-        self._conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run in a thread
-        self._lock = threading.Lock()  # one transaction at a time on the write connection
-        self._mu = threading.Lock()  # the counters, the WAL descriptor, `_error`
-        self._written = 0  # commits made
-        self._synced = 0  # commits known on disk
-        self._since_checkpoint = 0
-        self._checkpointing = False
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._scheduled: asyncio.Handle | None = None  # the group's sync, on the loop
-        self._linger: asyncio.TimerHandle | None = None
-        self._error: LedgerBroken | None = None
-        self._fd: int | None = None
+    def __init__(self, conn: sqlite3.Connection, name: str = "ledger-writer") -> None:
+        self._conn = conn
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lazy: collections.deque[_Job] = collections.deque()  # nobody waits for these
+        self._lazy_lock = threading.Lock()  # submit's "first of a run" test, from any thread
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
 
-    # -- writing -----------------------------------------------------------------------
-
-    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `fn` in a transaction of its own, committed (not synced) when this returns.
-        Its error is raised and nothing of it stays written."""
-        self.check()
-        db = self._conn
-        with self._lock:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                value = fn(db)
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    try:
-                        db.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        log.exception("rolling back a failed ledger write failed")
-                raise
-            with self._mu:
-                self._written += 1
-        self._linger_on()
-        return value
-
-    def check(self) -> None:
-        """Raise `LedgerBroken` when a sync has failed (reads fail closed on it too)."""
-        if self._error is not None:
-            raise self._error
-
-    # -- being on disk -----------------------------------------------------------------
-
-    async def durable(self) -> None:
-        """Return once every write committed before this call is on disk."""
-        self.check()
-        if self._synced >= self._written:
-            return
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        self._waiters.append((self._written, fut))
-        if self._scheduled is None:  # the first of a group: the others share its sync
-            self._scheduled = loop.call_soon(self._sync_group)
-        await fut
+        fut: asyncio.Future[T] = loop.create_future()
+        self._queue.put(_Job(fn, fut, loop))
+        return await fut
 
-    def durable_sync(self) -> None:
-        """`durable()` for a caller off the event loop, or a rare one on it (it syncs there
-        and then, alone)."""
-        self.check()
-        if self._synced < self._written:
-            self._sync(self._written)
-        self.check()
+    def run_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("run_sync from the ledger writer itself would deadlock")
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._queue.put(_Job(fn, fut, None))
+        return fut.result()
 
-    def _sync_group(self) -> None:
-        self._scheduled = None
-        waiters, self._waiters = self._waiters, []
-        self._sync(self._written)
-        err = self._error
-        for target, fut in waiters:
-            if fut.done():  # its waiter was cancelled
-                continue
-            if err is not None:
-                fut.set_exception(err)
-            elif target <= self._synced:
-                fut.set_result(None)
-            else:  # unreachable: every waiter's target is at most what was just synced
-                fut.set_exception(LedgerBroken(f"{self.path}: a write was not synced"))
-        self._maybe_checkpoint()
-
-    def _sync(self, target: int) -> None:
-        """fdatasync the WAL: every commit counted in `target` wrote its frames before."""
-        try:
-            with self._mu:
-                fd = self._wal_fd()
-            os.fdatasync(fd)
-        except OSError as exc:
-            err = LedgerBroken(f"{self.path}: syncing the ledger failed: {exc}")
-            log.error("%s; the ledger refuses every request until the Worker restarts", err)
-            self._error = err
-            return
-        with self._mu:
-            self._since_checkpoint += max(0, target - self._synced)
-            self._synced = max(self._synced, target)
-
-    def _wal_fd(self) -> int:
-        """The WAL file's descriptor, (re)opened when SQLite made a new file; a new file's
-        name is made durable with an fsync of its directory."""
-        st = os.stat(self._wal)
-        if self._fd is not None:
-            mine = os.fstat(self._fd)
-            if (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino):
-                return self._fd
-            os.close(self._fd)
-            self._fd = None
-        fd = os.open(self._wal, os.O_RDONLY | os.O_CLOEXEC)
-        dfd = os.open(self._wal.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-        self._fd = fd
-        return fd
-
-    def _linger_on(self) -> None:
-        """A write nobody may wait for: synced `LINGER` from now unless a group comes first."""
-        if self._linger is not None and not self._linger.cancelled():
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # off the loop: the caller syncs (`durable_sync`) or stop() does
-            return
-        self._linger = loop.call_later(LINGER, self._sync_lingering)
-
-    def _sync_lingering(self) -> None:
-        self._linger = None
-        if self._error is None and self._synced < self._written:
-            self._sync(self._written)
-
-    # -- checkpoints -------------------------------------------------------------------
-
-    def _maybe_checkpoint(self) -> None:
-        if self._since_checkpoint < CHECKPOINT_EVERY or self._checkpointing or self._error:
-            return
-        self._checkpointing = True
-        self._since_checkpoint = 0
-        threading.Thread(target=self._checkpoint, name="ledger-checkpoint", daemon=True).start()
-
-    def _checkpoint(self) -> None:
-        """Copy the WAL into the database (PASSIVE: never waits for the writer) so that the
-        WAL restarts from its beginning; NORMAL syncs the WAL before and the file after."""
-        try:
-            db = _connect(self.path, self._busy_ms)
-            try:
-                db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            finally:
-                db.close()
-        except sqlite3.Error as exc:  # the WAL keeps growing; the next one tries again
-            log.warning("ledger checkpoint failed: %s", exc)
-        finally:
-            self._checkpointing = False
+    def submit(self, fn: WriteJob) -> None:
+        """Queue `fn` without waiting for its commit, which may linger up to `LINGER` for a
+        write somebody waits for. It commits no later than any write queued after it (so a
+        later awaited `run` returning means this one is on disk too), and possibly in the
+        same transaction ahead of awaited writes queued before it and not yet committed:
+        submit a write only after awaiting the one it depends on. A failure is logged (the
+        caller chose not to wait for the answer)."""
+        with self._lazy_lock:
+            self._lazy.append(_Job(fn, None, None))
+            first = len(self._lazy) == 1
+        if first:  # the writer may be idle: this starts its linger
+            self._queue.put(_WAKE)
 
     def stop(self) -> None:
-        """Sync what is written and close."""
-        if self._linger is not None:
-            self._linger.cancel()
-        if self._error is None and self._synced < self._written:
-            self._sync(self._written)
+        self._queue.put(None)
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            if self._lazy:  # queued while the last batch ran: take what waits, or linger
+                jobs, stop = take_waiting(self._queue, [], MAX_BATCH)
+            else:
+                jobs, stop = take_batch(self._queue, MAX_BATCH)
+            jobs = [j for j in jobs if j is not _WAKE]
+            if not jobs and not stop:
+                jobs, stop = self._linger()
+            batch = self._take_lazy() + jobs
+            if batch:
+                try:
+                    self._run(batch)
+                except BaseException as exc:  # the writer must never die silently
+                    log.exception("ledger write batch of %d failed unexpectedly", len(batch))
+                    for j in batch:
+                        j.ok, j.value = False, sqlite3.OperationalError(f"ledger writer: {exc!r}")
+                self._answer(batch)
+            if stop:
+                return
+
+    def _linger(self) -> tuple[list[_Job], bool]:
+        """Wait up to `LINGER` for a write somebody waits for, then take every other one
+        already waiting (their commit takes the queued ones along); True when a stop was
+        seen."""
+        deadline = time.monotonic() + LINGER
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return [], False
+            try:
+                job = self._queue.get(timeout=left)
+            except queue.Empty:
+                return [], False
+            if job is None:
+                return [], True
+            if job is not _WAKE:
+                jobs, stop = take_waiting(self._queue, [job], MAX_BATCH)
+                return [j for j in jobs if j is not _WAKE], stop
+
+    def _take_lazy(self) -> list[_Job]:
+        taken: list[_Job] = []
+        while self._lazy:
+            taken.append(self._lazy.popleft())
+        return taken
+
+    def _run(self, batch: list[_Job]) -> None:
+        """One transaction for the batch. A job that fails on its own (a constraint, a
+        trigger) rolls it back, and then each job runs in a transaction of its own, so its
+        error is its answer alone (a savepoint per job would cost two more statements, and
+        GIL hand-offs, every job). When SQLite rolled the batch back itself (disk full, an
+        I/O error), every job of it gets that error at once."""
+        if not self._run_together(batch, alone=len(batch) == 1):
+            for j in batch:
+                self._run_together([j], alone=True)
+
+    def _run_together(self, batch: list[_Job], alone: bool) -> bool:
+        """Run and commit `batch`; False when a job failed and, not `alone`, nothing was
+        answered (the transaction is rolled back)."""
+        db = self._conn
         try:
-            self._conn.close()
+            db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            log.error("closing the ledger: %s", exc)
-        with self._mu:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            for j in batch:
+                j.ok, j.value = False, exc
+            return True
+        for j in batch:
+            try:
+                j.ok, j.value = True, j.fn(db)
+            except Exception as exc:
+                if not db.in_transaction:  # SQLite rolled it back itself (disk full, I/O):
+                    for k in batch:  # not this job's fault, and each alone would fail too
+                        k.ok, k.value = False, exc
+                    return True
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    log.exception("rolling back a failed ledger batch failed")
+                if not alone:
+                    return False  # this job's own error (a constraint, a trigger)
+                j.ok, j.value = False, exc
+                return True
+        try:
+            db.execute("COMMIT")  # synchronous=FULL: the WAL is fsync'd before this returns
+        except sqlite3.Error as exc:
+            log.error("ledger commit failed, batch of %d rolled back: %s", len(batch), exc)
+            if db.in_transaction:
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    log.exception("rollback after a failed ledger commit also failed")
+            for j in batch:
+                j.ok, j.value = False, exc
+        return True
+
+    def _answer(self, batch: list[_Job]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
+        for j in batch:
+            if j.future is None:  # nobody waits: a failure is logged, the caller chose so
+                if not j.ok:
+                    log.error("a ledger write nobody waited for failed: %s", j.value)
+            elif j.loop is None:
+                assert isinstance(j.future, concurrent.futures.Future)
+                if j.ok:
+                    j.future.set_result(j.value)
+                else:
+                    j.future.set_exception(j.value)
+            else:
+                by_loop.setdefault(j.loop, []).append(j)
+        for loop, jobs in by_loop.items():  # one wake-up of each loop per batch
+            try:
+                loop.call_soon_threadsafe(_settle, jobs)
+            except RuntimeError:  # that loop is closed: nobody waits for these answers
+                log.info("ledger answers for a closed event loop dropped (%d)", len(jobs))
 
 
-def _connect(path: Path, busy_ms: int) -> sqlite3.Connection:
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    db.execute(f"PRAGMA busy_timeout={busy_ms}")
-    mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-    if str(mode).lower() != "wal":
-        db.close()
-        raise sqlite3.OperationalError(f"{path}: the ledger needs WAL mode, got {mode!r}")
-    # NORMAL: a commit writes its WAL frames without a sync (`LedgerWriter` syncs before
-    # anyone is answered); a checkpoint syncs the WAL before it copies, the file after.
-    db.execute("PRAGMA synchronous=NORMAL")
-    return db
+_WAKE = _Job(lambda db: None, None, None)  # on the queue: writes nobody waits for are queued
+
+
+def _settle(jobs: list[_Job]) -> None:
+    for j in jobs:
+        fut = j.future
+        assert isinstance(fut, asyncio.Future)
+        if fut.done():  # its waiter was cancelled; the write itself is committed
+            continue
+        if j.ok:
+            fut.set_result(j.value)
+        else:
+            fut.set_exception(j.value)
