@@ -17,7 +17,7 @@ import pytest
 
 from agentpost.connect.ledger import CAP, KEEP_SECONDS
 from conftest import AGENTS, Connected, agent_cmd, wait_for
-from hubproc import HubProcess
+from hubproc import HubProcess, poll
 
 
 # One hub per engine for this module: its tests never stop the hub or set its flags, and
@@ -152,15 +152,33 @@ def test_an_accepted_delivery_runs_to_completion_when_the_agent_goes_away(
     parts = [{"type": "text", "text": "sent by a gone agent"},
              {"type": "file", "path": f"{b['export_dir']}/gone.txt"}]
     request = {"binding": "$BINDING", "id": "gone1", "parts": parts}
-    c_trick.say("alice", "@bot deliver-and-exit " + json.dumps(request))
     w = c_trick.workers[0]
+    started = w.log().count("agent started")
+    asked = c_trick.say("alice", "@bot deliver-and-exit " + json.dumps(request))
+    lost = poll(  # its Turn was lost with the agent: said in the room
+        lambda: [r for r in c_trick.replies_to(asked["id"]) if "stopped mid-Turn" in r["text"]],
+        timeout=60,
+    )
+    assert len(lost) == 1
     wait_for(lambda: "delivery gone1 under" in w.log())
     assert "delivery gone1 under " + b["binding"] + ": delivered" in w.log()
+    wait_for(lambda: w.log().count("agent started") > started)  # before the next Turn
+    assert "was not sent" in w.log()  # the answer found the agent gone
     again = _deliver(c_trick, request)  # from the agent the Worker started again
     assert again["status"] == "delivered" and again["delivered"] == [1, 0]
     evs = c_trick.events()
+    assert set(again["event_ids"]) <= {x["id"] for x in evs}
     assert len([x for x in evs if x["text"] == "sent by a gone agent"]) == 1
     assert [m["attachments"][0]["name"] for m in evs if m["type"] == "media"] == ["gone.txt"]
+
+
+def test_extension_requests_without_params_or_with_a_list_are_judged_by_method(
+    c_trick: Connected,
+) -> None:
+    """An unknown `_…` method is -32601 even without params; `_ag2/deliver` with params
+    that are not an object is -32602 (JSON-RPC frames the SDK never sends, written raw)."""
+    e = c_trick.say("alice", "@bot rawext")
+    assert c_trick.wait_reply(e["id"])["text"] == "rawext -32601 -32602"
 
 
 def test_unreadable_ledger_answers_retry_with_null_expires_at(connected: Connected) -> None:

@@ -136,12 +136,16 @@ class _Transport:
                 continue
             try:
                 message = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: "[[[[…" nested too deep
                 message = None
             if isinstance(message, dict):
                 method = message.get("method")
                 if method == "session/update" and "id" not in message:
-                    self._on_update(message)
+                    try:
+                        self._on_update(message)
+                    except Exception:  # one bad update must not end the connection
+                        self.bad_lines += 1
+                        log.exception("a session/update from the agent could not be taken")
                     continue
                 if isinstance(method, str) and method.startswith("_") and "id" in message:
                     self._on_ext(message)
@@ -361,10 +365,8 @@ class AgentConnection:
         method = str(message["method"])
         params = message.get("params")
         answer: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
-        try:
-            if not isinstance(params, dict):
-                raise InvalidParams("params must be an object")
-            answer["result"] = await self._on_ext(method[1:], params)
+        try:  # params missing or not an object: the handler judges `{}` (as the SDK did)
+            answer["result"] = await self._on_ext(method[1:], params if isinstance(params, dict) else {})
         except MethodNotFound:
             answer["error"] = _error(METHOD_NOT_FOUND, "Method not found", {"method": method})
         except InvalidParams as exc:
@@ -378,6 +380,13 @@ class AgentConnection:
         except (OSError, RuntimeError, ConnectionError) as exc:
             log.info("the answer to %s (id %r) was not sent: the agent is gone (%r)",
                      method, message["id"], exc)
+        except Exception as exc:  # an answer that is no JSON: say so rather than stay silent
+            log.exception("the answer to %s (id %r) could not be written", method, message["id"])
+            error = _error(INTERNAL_ERROR, "Internal error", {"details": repr(exc)})
+            try:
+                await self._transport.send({"jsonrpc": "2.0", "id": message["id"], "error": error})
+            except Exception:
+                log.exception("the error answer to %s could not be sent either", method)
 
     def _cut(self, reason: str) -> None:
         self.cut_reason = reason

@@ -16,11 +16,12 @@ runs to completion even if the agent disconnects.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import mimetypes
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +128,7 @@ class Deliveries:
         self.max_upload = max_upload
         self.enabled = enabled
         self.reason = reason
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # id → its lock, its users
 
     async def handle(self, params: dict[str, Any]) -> dict[str, Any]:
         """Answer one request. The caller runs this in a task that the agent going away
@@ -135,9 +136,24 @@ class Deliveries:
         binding, did, parts = check(params)
         return await self._handle(binding, did, parts)
 
+    @contextlib.asynccontextmanager
+    async def _one_at_a_time(self, did: str) -> AsyncIterator[None]:
+        """One request of an id at a time (a resend waits for the delivery it repeats); the
+        lock goes when its last user does, so a Worker running for weeks keeps none."""
+        lock, users = self._locks.get(did) or (asyncio.Lock(), 0)
+        self._locks[did] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[did]
+            if users == 1:
+                del self._locks[did]
+            else:
+                self._locks[did] = (lock, users - 1)
+
     async def _handle(self, binding: str, did: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
-        lock = self._locks.setdefault(did, asyncio.Lock())
-        async with lock:
+        async with self._one_at_a_time(did):
             result = await self._decide(binding, did, parts)
         log.info("delivery %s under %s: %s %s", did, binding, result["status"], result.get("reason", ""))
         return result
@@ -325,8 +341,7 @@ class Deliveries:
         except LedgerUnavailable:
             return
         for e in entries:
-            lock = self._locks.setdefault(e.id, asyncio.Lock())
-            async with lock:
+            async with self._one_at_a_time(e.id):
                 try:
                     result = await self._post(e)
                 except LedgerUnavailable as exc:  # the next resend of this id retries it

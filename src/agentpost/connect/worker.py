@@ -42,6 +42,7 @@ STOP = "/stop"
 # answer is what `connect status` shows as the Worker's presence.
 HEARTBEAT_ENV = "AGENTPOST_CONNECT_HEARTBEAT"
 HEARTBEAT = 20.0
+STOP_DELIVERIES_WAIT = 10.0  # seconds a stop waits for deliveries in flight
 # The ledger's retention runs at start and then this often (DESIGN.md §6 "Ledger"), so a
 # Worker that runs for weeks keeps within 30 days and 10,000 entries; the variable exists
 # so a test can watch a live Worker prune without waiting an hour.
@@ -98,6 +99,7 @@ class Worker:
         self.cursor = inbox.InboxCursor(self.client, self.counters)
         self._queues: dict[SessionKey, asyncio.Queue[InboxItem]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._delivering: set[asyncio.Task[Any]] = set()  # `_ag2/deliver` requests in flight
         self._told: set[tuple[str, str]] = set()
         self._stop = asyncio.Event()
         self.presence: dict[str, Any] = {}
@@ -173,6 +175,11 @@ class Worker:
         await self.agent.stop()
         supervisor.cancel()
         await asyncio.gather(supervisor, *self._tasks, return_exceptions=True)
+        if self._delivering:  # accepted deliveries finish (or, past this, resume at start)
+            _, late = await asyncio.wait(set(self._delivering), timeout=STOP_DELIVERIES_WAIT)
+            if late:
+                log.warning("%d deliveries still running at stop; they resume at the next start",
+                            len(late))
         self._write_status()
         if self.ledger is not None:
             self.ledger.close()  # commits what is queued (parts recorded without waiting)
@@ -296,10 +303,16 @@ class Worker:
         if method != "ag2/deliver" or self.deliveries is None:
             log.info("agent asked for unknown extension _%s: method not found", method)
             raise MethodNotFound(method)
+        task = asyncio.current_task()
+        if task is not None:  # a stop lets it finish before the ledger closes
+            self._delivering.add(task)
         try:
             return await self.deliveries.handle(params)
         except BadRequest as exc:
             raise InvalidParams(str(exc)) from exc
+        finally:
+            if task is not None:
+                self._delivering.discard(task)
 
     def _reload(self) -> None:
         if self.admission is not None:

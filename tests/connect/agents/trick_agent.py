@@ -2,7 +2,8 @@
 """A purpose-built ACP agent (SDK only) that misbehaves on request, for the Worker's
 failure tests. Start flag: `--crash-at-start`. The first word of the prompt text (after
 "<sender> in room <room>: ", mentions skipped) picks what it does:
-  crash      say something, then exit mid-Turn          junk    print non-JSON lines first
+  crash      say something, then exit mid-Turn          junk    print non-JSON lines (one
+             nested 200,000 deep) and a malformed session/update first
   bigframe   write one 60 MB line to stdout              stderr  write 1 MB to stderr first
   hang       never answer (ignores cancel)               slow N  answer after N s (ignores cancel)
   link URI   return URI as a resource_link               perm    ask for permission, report
@@ -10,6 +11,8 @@ failure tests. Start flag: `--crash-at-start`. The first word of the prompt text
   deliver J  send `_ag2/deliver` with the JSON J ($BINDING, $EXPORT replaced), reply its result
   binding    reply the Session's `_meta["ag2/delivery"]` (or "none")
   deliver-and-exit J  write the `_ag2/deliver` frame for J on stdout, then exit at once
+  rawext     send `_x/unknown` with no params and `_ag2/deliver` with params a list, as raw
+             frames; reply the two error codes
 Every prompt first writes `$TRICK_MARKER_DIR/prompt-<n>` when that variable is set.
 """
 
@@ -80,6 +83,9 @@ class TrickAgent:
             os._exit(7)
         if word == "junk":
             os.write(1, b"this is not json\n[1, 2, 3]\n")
+            os.set_blocking(1, True)
+            os.write(1, b"[" * 200_000 + b"\n")  # too deep for a JSON parser's recursion
+            os.write(1, b'{"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": 5}}\n')
             await self.say(session_id, "after junk")
         elif word == "bigframe":
             chunk = b"x" * (1024 * 1024)
@@ -124,6 +130,24 @@ class TrickAgent:
                 await self.say(session_id, f"ext error {exc.code}")
         elif word == "binding":
             await self.say(session_id, json.dumps(self.delivery.get(session_id) or "none"))
+        elif word == "rawext":
+            # Raw frames the SDK would never send; their answers come back to its connection,
+            # which resolves the futures registered here under their ids.
+            rpc = self.conn._conn
+            codes = []
+            for rid, frame in (
+                ("raw-1", {"jsonrpc": "2.0", "id": "raw-1", "method": "_x/unknown"}),
+                ("raw-2", {"jsonrpc": "2.0", "id": "raw-2", "method": "_ag2/deliver", "params": [1]}),
+            ):
+                fut = asyncio.get_running_loop().create_future()
+                rpc._pending[rid] = fut
+                sys.stdout.buffer.write(json.dumps(frame).encode() + b"\n")
+                sys.stdout.buffer.flush()
+                try:
+                    codes.append(f"ok {await asyncio.wait_for(fut, 30)!r}")
+                except RequestError as exc:
+                    codes.append(str(exc.code))
+            await self.say(session_id, "rawext " + " ".join(codes))
         elif word == "deliver-and-exit":
             d = self.delivery.get(session_id) or {"binding": "", "export_dir": ""}
             raw = text.split("deliver-and-exit", 1)[1].strip()
