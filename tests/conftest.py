@@ -94,10 +94,13 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str | None]:
         pytest.skip("no PostgreSQL: set AGENTPOST_TEST_PG_DSN or install the server (initdb)")
     import psycopg
 
-    # A test that restarts the server must run alone on it, even beside other pytest
-    # workers (xdist) or sessions: it takes the server's lock exclusively, every other
-    # PostgreSQL test shares it.
-    with server_lock(pg.dsn, exclusive="restart_postgres" in request.fixturenames):
+    # A test that restarts the server, or drops every connection to its database, must run
+    # alone on it, even beside other pytest workers (xdist) or sessions: it takes the
+    # server's lock exclusively, every other PostgreSQL test shares it.
+    alone = "restart_postgres" in request.fixturenames or bool(
+        request.node.get_closest_marker("drops_postgres_connections")
+    )
+    with server_lock(pg.dsn, exclusive=alone):
         schema = "t_" + uuid.uuid4().hex[:16]
         with psycopg.connect(pg.dsn, autocommit=True) as conn:
             conn.execute(f"CREATE SCHEMA {schema}")

@@ -221,6 +221,7 @@ def _terminate_hub_connections(hub: HubProcess) -> None:
         )
 
 
+@pytest.mark.drops_postgres_connections  # every backend of the database, other tests' too
 def test_dropped_database_connections_mid_burst_store_each_key_once(pair: Pair) -> None:
     a, b = pair
     s = make_setup(a, ["alice"], [])
