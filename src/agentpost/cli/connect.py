@@ -35,6 +35,11 @@ PERMISSION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always"
     show_default=True,
     help="Seconds a hub request may take before it counts as unanswered (and is retried).",
 )
+@click.option(
+    "--takeover",
+    is_flag=True,
+    help="End another Worker's lease on this agent at once (only when you know it is dead).",
+)
 @click.pass_context
 def connect(
     ctx: click.Context,
@@ -48,6 +53,7 @@ def connect(
     allow: tuple[str, ...],
     turn_timeout: float,
     hub_timeout: float,
+    takeover: bool,
 ) -> None:
     """Put an ACP agent in rooms: answer its owner and collaborators, one reply per wake-up."""
     if ctx.invoked_subcommand is not None:
@@ -96,6 +102,7 @@ def connect(
         turn_timeout=turn_timeout,
         agent_start_wait=min(60.0, turn_timeout),
         hub_timeout=hub_timeout,
+        takeover=takeover,
     )
     try:
         code = run_worker(config)
@@ -133,6 +140,16 @@ def status(workspace_dir: Path, as_json: bool) -> None:
             f"agent alive: {agent.get('alive')}  pid {agent.get('pid')}  "
             f"restarts {agent.get('restarts')}  last failure: {agent.get('last_failure') or '-'}"
         )
+        lease = data.get("lease") or {}
+        if lease:
+            other = lease.get("holder") or {}
+            line = f"lease: {lease.get('state')}  fence {lease.get('fence')}"
+            if lease.get("state") in ("standby", "lost") and other:
+                line += (
+                    f"  (held by host {other.get('host')}, pid {other.get('pid')}, "
+                    f"since {other.get('since')})"
+                )
+            plain(line)
         inbox = data.get("inbox", {})
         console.print(f"inbox acked {inbox.get('acked')}  seen {inbox.get('seen')}")
         seen = data.get("presence") or {}

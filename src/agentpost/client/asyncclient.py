@@ -294,9 +294,39 @@ class AsyncHubClient:
         resp = await self.request("POST", f"/v1/rooms/{room_id}/cancel", json=body)
         return msgspec.convert(resp.json()["event"], Event)
 
-    async def ack(self, cursor: int) -> int:
-        resp = await self.request("POST", "/v1/inbox/ack", json={"cursor": cursor})
+    async def ack(self, cursor: int, fence: int | None = None) -> int:
+        """Acknowledge the inbox up to `cursor`; a Worker names its lease's `fence`
+        (409 `lease_lost` once another Worker took over)."""
+        body: dict[str, Any] = {"cursor": cursor}
+        if fence is not None:
+            body["fence"] = fence
+        resp = await self.request("POST", "/v1/inbox/ack", json=body)
         return int(resp.json()["cursor"])
+
+    # -- the Worker lease (docs/connect.md "One Worker") ---------------------------------
+
+    async def take_lease(
+        self, worker_id: str, host: str, pid: int, takeover: bool = False
+    ) -> dict[str, Any]:
+        """`{"lease": {...}, "replaced": {...} | None}`; `HubRefused` `lease_held` (with
+        the holder in `body`) while another Worker holds it."""
+        body = {"worker_id": worker_id, "host": host, "pid": pid, "takeover": takeover}
+        data: dict[str, Any] = (await self.request("POST", "/v1/worker/lease", json=body)).json()
+        return data
+
+    async def renew_lease(self, fence: int) -> dict[str, Any]:
+        resp = await self.request("POST", "/v1/worker/lease/renew", json={"fence": fence})
+        data: dict[str, Any] = resp.json()["lease"]
+        return data
+
+    async def release_lease(self, fence: int) -> None:
+        await self.request("POST", "/v1/worker/lease/release", json={"fence": fence})
+
+    async def lease(self) -> dict[str, Any] | None:
+        data: dict[str, Any] | None = (await self.request("GET", "/v1/worker/lease")).json()[
+            "lease"
+        ]
+        return data
 
     # -- posting ----------------------------------------------------------------------
 

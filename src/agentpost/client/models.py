@@ -59,6 +59,7 @@ class SeenMember(Member):
 
     online: bool = False
     last_seen: str | None = None
+    worker: dict[str, Any] | None = None  # an agent's Worker lease: host, pid, since, live
 
 
 class Download(msgspec.Struct):

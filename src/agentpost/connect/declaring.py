@@ -62,12 +62,20 @@ def worker_identity(workspace: Workspace) -> Identity:
     )
 
 
+MIN_KEY_TTL = 86400
+
+
 def probe_reason(caps: dict[str, Any]) -> str | None:
     """Why the hub's capabilities do not allow delivery, or None."""
     idem = caps.get("room_post_idempotency")
-    if isinstance(idem, dict) and idem.get("status_header") == "Idempotency-Status":
-        return None
-    return "the hub does not report room_post_idempotency"
+    if not isinstance(idem, dict) or idem.get("status_header") != "Idempotency-Status":
+        return "the hub does not report room_post_idempotency"
+    ttl = idem.get("ttl_seconds")
+    # Deliveries are retried for 23 h under the same keys (§6 rule 7): a hub that forgets
+    # keys sooner could post a part twice, so delivery is not declared there.
+    if not isinstance(ttl, int) or ttl < MIN_KEY_TTL:
+        return f"the hub keeps Idempotency-Keys {ttl} s; deliveries need {MIN_KEY_TTL} s (24 h)"
+    return None
 
 
 def roots_reason(workspace: Path, roots: list[Path]) -> str | None:

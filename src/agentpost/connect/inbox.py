@@ -54,8 +54,14 @@ async def follow(client: AsyncHubClient, accept: Accept) -> None:
 class InboxCursor:
     """Which wake-ups were seen, which are still open, and how far the hub was acked."""
 
-    def __init__(self, client: AsyncHubClient, counters: dict[str, int]) -> None:
+    def __init__(
+        self,
+        client: AsyncHubClient,
+        counters: dict[str, int],
+        fence: Callable[[], int | None] = lambda: None,
+    ) -> None:
         self.client = client
+        self._fence = fence  # the Worker's lease (§6 "One Worker"), named on every ack
         self.counters = counters
         self.acked = 0
         self._seen: set[int] = set()
@@ -83,7 +89,7 @@ class InboxCursor:
                 return
             try:
                 self.acked = await replies.until_answered(
-                    f"ack {top}", lambda: self.client.ack(top)
+                    f"ack {top}", lambda: self.client.ack(top, self._fence())
                 )
                 self.counters["acks"] += 1
             except HubRefused as exc:

@@ -7,6 +7,7 @@ key until the hub answers; a final refusal is logged and ends the attempt.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import mimetypes
 import os
@@ -49,43 +50,104 @@ async def until_answered(what: str, call: Callable[[], Awaitable[T]]) -> T:
             delay = min(delay * 2, RETRY_MAX)
 
 
+def _sha256_of(fd: int) -> str:
+    """The content hash of an opened file, read from its start (the descriptor egress
+    judged is the one hashed and later uploaded)."""
+    h = hashlib.sha256()
+    offset = 0
+    while True:
+        chunk = os.pread(fd, 1024 * 1024, offset)
+        if not chunk:
+            return h.hexdigest()
+        h.update(chunk)
+        offset += len(chunk)
+
+
+@dataclass
+class _File:
+    fd: int
+    name: str
+    key: str
+
+
+async def _open_files(
+    member_id: str,
+    trigger: str,
+    links: list[tuple[str, str]],
+    egress: EgressRoots | None,
+    refused: list[str],
+) -> list[_File]:
+    """Every file the reply names, opened and keyed by content; refusals are collected.
+    The same content named twice is sent once."""
+    opened: list[_File] = []
+    keyed: set[str] = set()
+    for uri, name in links:
+        if egress is None:
+            refused.append(f"{name or uri}: files are not sent from this agent")
+            continue
+        try:
+            f = egress.open(uri)
+        except EgressRefused as exc:
+            refused.append(str(exc))
+            log.warning("file refused for %s: %s", trigger, exc)
+            continue
+        try:
+            digest = await asyncio.to_thread(_sha256_of, f.fd)
+        except OSError as exc:
+            os.close(f.fd)
+            refused.append(f"{f.name}: cannot be read ({exc.strerror})")
+            continue
+        key = keys.turn_file_key(member_id, trigger, digest)
+        if key in keyed:
+            os.close(f.fd)
+            continue
+        keyed.add(key)
+        opened.append(_File(f.fd, f.name, key))
+    return opened
+
+
 async def post_turn(
     client: AsyncHubClient,
-    worker_id: str,
+    member_id: str,
     room: str,
     trigger: str,
     text: str,
     links: list[tuple[str, str]],
     egress: EgressRoots | None,
     reply_kind: str | None,
-    before_reply: Callable[[], None] = lambda: None,
+    journal: Callable[[list[str]], None] = lambda keys: None,
 ) -> Posted:
+    """Files, a notice naming refused files, then the text; `journal` is handed every key
+    of the Turn before the first of several parts is posted (docs/connect.md "Turns"), so
+    a Worker killed in between knows that something may have landed."""
     out = Posted()
-    for index, (uri, name) in enumerate(links):
-        if egress is None:
-            out.refused.append(f"{name or uri}: files are not sent from this agent")
-            continue
-        try:
-            opened = egress.open(uri)
-        except EgressRefused as exc:
-            out.refused.append(str(exc))
-            log.warning("file refused for %s: %s", trigger, exc)
-            continue
-        mime = mimetypes.guess_type(opened.name)[0] or "application/octet-stream"
-        key = keys.turn_file_key(worker_id, trigger, index)
-        with os.fdopen(opened.fd, "rb") as f:
+    files = await _open_files(member_id, trigger, links, egress, out.refused)
+    try:
+        if files:
+            journal(
+                [f.key for f in files]
+                + [keys.turn_notice_key(member_id, trigger), keys.turn_key(member_id, trigger)]
+            )
+        for f in files:
+            mime = mimetypes.guess_type(f.name)[0] or "application/octet-stream"
+            with os.fdopen(f.fd, "rb") as fh:
+                f.fd = -1
 
-            def upload(
-                f: BinaryIO = f, name: str = opened.name, mime: str = mime, key: str = key
-            ) -> Awaitable[PostResult]:
-                return client.upload_file(room, f, name, key=key, mime_type=mime)
+                def upload(
+                    fh: BinaryIO = fh, name: str = f.name, mime: str = mime, key: str = f.key
+                ) -> Awaitable[PostResult]:
+                    return client.upload_file(room, fh, name, key=key, mime_type=mime)
 
-            try:
-                res = await until_answered(f"file {opened.name} for {trigger}", upload)
-            except HubRefused as exc:
-                out.refused.append(f"{opened.name}: the hub refused it ({exc.code})")
-                continue
-        out.files.append(res.event.id)
+                try:
+                    res = await until_answered(f"file {f.name} for {trigger}", upload)
+                except HubRefused as exc:
+                    out.refused.append(f"{f.name}: the hub refused it ({exc.code})")
+                    continue
+            out.files.append(res.event.id)
+    finally:
+        for f in files:
+            if f.fd >= 0:
+                os.close(f.fd)
     if out.refused:
         notice = "Not sent: " + "; ".join(out.refused)
         try:
@@ -94,7 +156,7 @@ async def post_turn(
                 lambda: client.post_message(
                     room,
                     notice[:4000],
-                    key=keys.turn_notice_key(worker_id, trigger),
+                    key=keys.turn_notice_key(member_id, trigger),
                     metadata={"agentpost/notice": "egress_refused"},
                 ),
             )
@@ -104,14 +166,13 @@ async def post_turn(
         text = "(no reply)"
     if not text:
         text = f"({len(out.files)} file(s) above)"
-    before_reply()
     try:
         out.reply = await until_answered(
             f"reply to {trigger}",
             lambda: client.post_message(
                 room,
                 text,
-                key=keys.turn_key(worker_id, trigger),
+                key=keys.turn_key(member_id, trigger),
                 in_reply_to=trigger,
                 reply_kind=reply_kind,
             ),
@@ -119,4 +180,36 @@ async def post_turn(
     except HubRefused as exc:
         out.final_error = exc
         log.error("reply to %s refused by the hub: %s (%s)", trigger, exc.code, exc.message)
+        out.reply = await _tell_refused(client, member_id, room, trigger, reply_kind, exc)
     return out
+
+
+async def _tell_refused(
+    client: AsyncHubClient,
+    member_id: str,
+    room: str,
+    trigger: str,
+    reply_kind: str | None,
+    refusal: HubRefused,
+) -> PostResult | None:
+    """The hub refused the reply (its sensitive-data filter, a size limit): say so in its
+    place, without its text, so the asker is told and a delegator gets its receipt (§6:
+    no Turn ends in silence)."""
+    reason = refusal.body.get("reason")
+    why = f"{refusal.code}" + (f", {reason}" if isinstance(reason, str) else "")
+    text = f"(the reply was not posted: the hub refused it ({why}): {refusal.message[:300]})"
+    try:
+        return await until_answered(
+            f"refusal notice for {trigger}",
+            lambda: client.post_message(
+                room,
+                text,
+                key=keys.turn_refused_key(member_id, trigger),
+                in_reply_to=trigger,
+                reply_kind="error" if reply_kind is not None else None,
+                metadata={"agentpost/notice": "reply_refused"},
+            ),
+        )
+    except HubRefused as exc:  # the room itself refuses us (removed, archived): log it
+        log.error("refusal notice for %s refused too: %s; nothing reached the room", trigger, exc)
+        return None

@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,16 @@ from agentpost.connect.agent import AgentSupervisor
 from agentpost.connect.crash import crash_point
 from agentpost.connect.egress import EgressRoots
 from agentpost.connect.sessions import Admission, SessionKey
-from agentpost.connect.workspace import Workspace
+from agentpost.connect.workspace import Workspace, WorkspaceError
 
 log = logging.getLogger("agentpost.connect.worker")
 
 CANCEL_GRACE = 15.0  # how long a cancelled agent may take to stop; never above the time limit
-MAX_REPLY_CHARS = 60000
+HUB_MAX_TEXT = 65536
 RECENT_TURNS = 20
+# A wake-up is run only while the hub still keeps its reply key for a while (§6): past
+# `ttl - margin` an earlier reply would no longer be found, and the Turn could run twice.
+TTL_MARGIN_MAX = 3600.0
 
 SessionMeta = Callable[[SessionKey], dict[str, Any]]
 
@@ -45,9 +49,15 @@ class RunningTurn:
 @dataclass
 class TurnSettings:
     worker_id: str
+    member_id: str
     me: str
     turn_timeout: float
     agent_start_wait: float
+    key_ttl_seconds: int = 86400
+
+    def run_window(self) -> float:
+        """Seconds after its event a wake-up may still be run (`ttl - margin`)."""
+        return self.key_ttl_seconds - min(TTL_MARGIN_MAX, self.key_ttl_seconds / 10)
 
 
 class TurnRunner:
@@ -79,14 +89,15 @@ class TurnRunner:
     async def turn(self, key: SessionKey, item: InboxItem) -> None:
         ev = item.event
         s = self.settings
-        turn_key = keys.turn_key(s.worker_id, ev.id)
-        known = await replies.until_answered(
-            f"send state of {ev.id}", lambda: self.client.send_state(ev.room, turn_key)
-        )
-        if known is not None:
-            log.info("reply to %s was posted before (%s); not running it again", ev.id, known.state)
-            return
         started = time.time()
+        if await self._answered_before(ev):
+            return
+        delegated = s.me in (ev.metadata.get("delegated_to") or [])
+        ended = await self._not_to_run(ev)
+        if ended is not None:
+            log.warning("Turn %s not run: %s", ev.id, ended.outcome)
+            await self._finish(ev, ended, delegated, started)
+            return
         self.counters["turns"] += 1
         running = RunningTurn(key, ev)
         self.running[ev.id] = running
@@ -94,20 +105,83 @@ class TurnRunner:
             result = await self._prompt(running)
         finally:
             self.running.pop(ev.id, None)
-        delegated = s.me in (ev.metadata.get("delegated_to") or [])
+        await self._finish(ev, result, delegated, started)
+
+    async def _answered_before(self, ev: Event) -> bool:
+        """The reply is in the room already: posted by this Worker before a restart, by
+        another Worker of this agent, or under the worker-id key of an older Worker."""
+        s = self.settings
+        for turn_key in (keys.turn_key(s.member_id, ev.id), keys.turn_key(s.worker_id, ev.id)):
+
+            def state(turn_key: str = turn_key) -> Awaitable[Any]:
+                return self.client.send_state(ev.room, turn_key)
+
+            known = await replies.until_answered(f"send state of {ev.id}", state)
+            if known is not None:
+                log.info("reply to %s was posted before (%s); not running it again",
+                         ev.id, known.state)
+                return True
+        return False
+
+    async def _not_to_run(self, ev: Event) -> turns.TurnResult | None:
+        """A Turn that must not run (again): its wake-up is past the hub's key lifetime, or
+        an earlier run posted part of its reply before it was interrupted."""
+        s = self.settings
+        age = _age_seconds(ev.created_at)
+        if age is not None and age > s.run_window():
+            return turns.failed(
+                turns.EXPIRED, f"{int(age)} s old, keys kept {s.key_ttl_seconds} s", None
+            )
+        try:
+            journaled = self.workspace.read_turn(ev.id)
+        except WorkspaceError as exc:  # fail closed: part of the reply may be in the room
+            log.error("Turn journal of %s: %s; treating the Turn as interrupted", ev.id, exc)
+            return turns.failed(turns.INTERRUPTED, "", None)
+        if journaled is None:
+            return None
+        landed = 0
+        for part_key in journaled:
+
+            def state(part_key: str = part_key) -> Awaitable[Any]:
+                return self.client.send_state(ev.room, part_key)
+
+            if await replies.until_answered(f"send state of a part of {ev.id}", state):
+                landed += 1
+        if landed:
+            return turns.failed(turns.INTERRUPTED, f"{landed} part(s) of it were posted", None)
+        self.workspace.clear_turn(ev.id)  # nothing landed: run it as if for the first time
+        return None
+
+    async def _finish(
+        self, ev: Event, result: turns.TurnResult, delegated: bool, started: float
+    ) -> None:
+        s = self.settings
         kind = turns.reply_kind(result, delegated)
-        text = turns.reply_text(result, s.me)[:MAX_REPLY_CHARS]
+        text = turns.reply_text(result, s.me)[:HUB_MAX_TEXT]
+
+        def journal(part_keys: list[str]) -> None:
+            try:
+                self.workspace.write_turn(ev.id, part_keys)
+            except (OSError, WorkspaceError) as exc:
+                log.error("Turn journal of %s not written (%s); a crash before its reply "
+                          "is posted would run it again", ev.id, exc)
+
         posted = await replies.post_turn(
             self.client,
-            s.worker_id,
+            s.member_id,
             ev.room,
             ev.id,
             text,
             result.links,
             self.egress,
             kind,
+            journal,
         )
         crash_point("after_post")
+        try:
+            self.workspace.clear_turn(ev.id)
+        except OSError as exc:
+            log.warning("Turn journal of %s not removed: %s", ev.id, exc)
         if result.outcome not in (turns.END_TURN, turns.NEEDS_INPUT):
             self.counters["errors"] += 1
         if posted.reply is not None:
@@ -123,6 +197,14 @@ class TurnRunner:
             kind or "",
             " ".join(f"{k}={v}" for k, v in self.counters.items()),
         )
+
+    async def failed_unexpectedly(self, item: InboxItem, exc: BaseException) -> None:
+        """A bug of the Worker ended the Turn: the room is told (§6: no Turn ends in
+        silence), under the Turn key, so a reply that did land is replayed, not doubled."""
+        ev = item.event
+        delegated = self.settings.me in (ev.metadata.get("delegated_to") or [])
+        result = turns.failed(turns.WORKER_ERROR, type(exc).__name__, None)
+        await self._finish(ev, result, delegated, time.time())
 
     async def _prompt(self, running: RunningTurn) -> turns.TurnResult:
         ev = running.trigger
@@ -243,3 +325,12 @@ class TurnRunner:
         )
         del self.recent[:-RECENT_TURNS]
         self.on_turn_end()
+
+
+def _age_seconds(created_at: str) -> float | None:
+    """Seconds since an event's `created_at` (RFC 3339 UTC); None when it cannot be read."""
+    try:
+        made = datetime.fromisoformat(created_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return time.time() - made.timestamp()

@@ -55,6 +55,7 @@ def worker_status(w: Worker) -> dict[str, Any]:
         "turns": list(w.turns.recent) if w.turns else [],
         "delivery": delivery_status(w),
         "presence": dict(w.presence),
+        "lease": w.lease.status() if w.lease is not None else None,
         "counters": dict(w.counters),
         "updated_at": time.time(),
     }

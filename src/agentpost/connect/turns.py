@@ -22,7 +22,15 @@ AGENT_CRASH = "agent_crash"
 TIMEOUT = "timeout"
 AGENT_UNAVAILABLE = "agent_unavailable"
 
+INTERRUPTED = "interrupted"
+EXPIRED = "expired"
+WORKER_ERROR = "worker_error"
+
 RESULT = "result"
+# The reply's text is cut here (the hub takes 65,536 characters); the Worker keeps no more
+# of a Turn's text than this, however much the agent streams.
+MAX_REPLY_CHARS = 60000
+MAX_LINKS = 64
 REPLY_KIND_META = "ag2/reply_kind"
 
 _KIND_OF = {
@@ -34,6 +42,9 @@ _KIND_OF = {
     AGENT_CRASH: ERROR,
     TIMEOUT: ERROR,
     AGENT_UNAVAILABLE: ERROR,
+    INTERRUPTED: ERROR,
+    EXPIRED: ERROR,
+    WORKER_ERROR: ERROR,
 }
 
 
@@ -45,14 +56,29 @@ class TurnCollector:
     text: list[str] = field(default_factory=list)
     links: list[tuple[str, str]] = field(default_factory=list)
     last_meta: dict[str, Any] = field(default_factory=dict)
+    kept: int = 0  # characters of text kept (at most MAX_REPLY_CHARS)
+    total: int = 0  # characters the agent sent
+    dropped_links: int = 0
 
     def add(self, update: Update) -> None:
         if update.kind == "text":
-            self.text.append(update.text)
+            room = MAX_REPLY_CHARS - self.kept
+            if room > 0:
+                piece = update.text[:room]
+                self.text.append(piece)
+                self.kept += len(piece)
+            self.total += len(update.text)
             self.last_meta = update.meta
         elif update.kind == "link":
-            self.links.append((update.uri, update.name))
+            if len(self.links) < MAX_LINKS:
+                self.links.append((update.uri, update.name))
+            else:
+                self.dropped_links += 1
             self.last_meta = update.meta
+
+    def cut(self) -> int:
+        """The text's full length when it was cut, else 0."""
+        return self.total if self.total > self.kept else 0
 
 
 @dataclass
@@ -61,6 +87,8 @@ class TurnResult:
     text: str
     links: list[tuple[str, str]]
     detail: str = ""
+    cut_from: int = 0  # the text's full length when only MAX_REPLY_CHARS were kept
+    dropped_links: int = 0
 
 
 def ended(stop_reason: str, response_meta: dict[str, Any], c: TurnCollector) -> TurnResult:
@@ -72,12 +100,16 @@ def ended(stop_reason: str, response_meta: dict[str, Any], c: TurnCollector) -> 
         outcome = stop_reason
     else:  # max_tokens, max_turn_requests: the agent stopped before it was done
         outcome = ERROR
-    return TurnResult(outcome, "".join(c.text).strip(), list(c.links), stop_reason)
+    return TurnResult(
+        outcome, "".join(c.text).strip(), list(c.links), stop_reason, c.cut(), c.dropped_links
+    )
 
 
 def failed(outcome: str, detail: str, c: TurnCollector | None) -> TurnResult:
-    text = "".join(c.text).strip() if c else ""
-    return TurnResult(outcome, text, list(c.links) if c else [], detail)
+    if c is None:
+        return TurnResult(outcome, "", [], detail)
+    text = "".join(c.text).strip()
+    return TurnResult(outcome, text, list(c.links), detail, c.cut(), c.dropped_links)
 
 
 def reply_kind(result: TurnResult, delegated_to_me: bool) -> str | None:
@@ -85,8 +117,17 @@ def reply_kind(result: TurnResult, delegated_to_me: bool) -> str | None:
 
 
 def reply_text(result: TurnResult, agent: str) -> str:
-    """The reply's text: what the agent said, and plainly what went wrong, if anything."""
+    """The reply's text: what the agent said, and plainly what went wrong, if anything;
+    a cut text says that it was cut (its end never reached the room)."""
     said = result.text
+    if result.cut_from:
+        said += (
+            f"\n\n(cut: the reply was {result.cut_from:,} characters; "
+            f"only the first {MAX_REPLY_CHARS:,} are posted)"
+        )
+    if result.dropped_links:
+        said += f"\n\n({result.dropped_links} more file(s) named by the agent were not sent)"
+
     if result.outcome in (END_TURN, NEEDS_INPUT):
         return said or ("(no text)" if not result.links else "")
     if result.outcome == CANCELLED:
@@ -98,6 +139,11 @@ def reply_text(result: TurnResult, agent: str) -> str:
         TIMEOUT: "the Turn ran past its time limit and was stopped",
         AGENT_UNAVAILABLE: "the agent could not be started",
         ERROR: "the agent ended the Turn with an error",
+        INTERRUPTED: "the Turn was interrupted after part of its reply was posted; "
+        "it is not run again",
+        EXPIRED: "this wake-up was not run: it is older than the hub keeps reply keys, so an "
+        "earlier reply to it could not be ruled out",
+        WORKER_ERROR: "the Worker failed on this Turn",
     }[result.outcome]
     detail = f": {result.detail}" if result.detail else ""
     return (said + "\n\n" if said else "") + f"(@{agent}: {reason}{detail})"

@@ -26,6 +26,7 @@ from agentpost.connect.agent import AgentSupervisor
 from agentpost.connect.crash import CRASH_ENV, crash_point
 from agentpost.connect.deliver import BadRequest, Deliveries
 from agentpost.connect.egress import EgressRoots
+from agentpost.connect.lease import WorkerLease
 from agentpost.connect.ledger import Ledger, LedgerUnavailable
 from agentpost.connect.permissions import PermissionPolicy
 from agentpost.connect.runner import TurnRunner, TurnSettings
@@ -64,6 +65,7 @@ class WorkerConfig:
     turn_timeout: float = 1800.0
     agent_start_wait: float = 60.0
     hub_timeout: float = 30.0
+    takeover: bool = False  # end another Worker's lease at once (§6 "One Worker")
 
 
 class Worker:
@@ -72,6 +74,8 @@ class Worker:
         self.client = client or AsyncHubClient(config.hub, config.token, config.hub_timeout)
         self.workspace = Workspace(config.workspace_dir)
         self.worker_id = ""
+        self.member_id = ""
+        self.lease: WorkerLease | None = None
         self.me = ""
         self.workspace_name = ""
         self.owner: str | None = None
@@ -96,7 +100,7 @@ class Worker:
             "no_turn": 0,
             "acks": 0,
         }
-        self.cursor = inbox.InboxCursor(self.client, self.counters)
+        self.cursor = inbox.InboxCursor(self.client, self.counters, self._fence)
         self._queues: dict[SessionKey, asyncio.Queue[InboxItem]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._delivering: set[asyncio.Task[Any]] = set()  # `_ag2/deliver` requests in flight
@@ -115,12 +119,21 @@ class Worker:
         self.worker_id, self.ledger = identity.worker_id, identity.ledger
         me = await replies.until_answered("who am I", self.client.me)
         self.me = str(me["member"]["name"])
+        self.member_id = str(me["member"]["id"])
         self.owner = me["member"].get("owner")
         self.workspace_name = str(me["workspace"]["name"])
-        self.cursor.acked = int(me.get("inbox_cursor", 0))
         if me["member"]["kind"] != "agent":
             log.error("%s is a %s, not an agent member", self.me, me["member"]["kind"])
             return 1
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        if not await self._take_lease():
+            return await self._close(0)
+        # Read after the lease is ours: a Worker that was standby starts where the last
+        # holder acknowledged, not where it stood when this one started.
+        me = await replies.until_answered("who am I", self.client.me)
+        self.cursor.acked = int(me.get("inbox_cursor", 0))
         caps = await replies.until_answered("capabilities", self.client.capabilities)
         max_upload = int(caps.get("max_upload_bytes", 25 * 1024 * 1024))
         self.egress = EgressRoots([self.config.repo, *self.config.egress_roots], max_upload)
@@ -133,7 +146,12 @@ class Worker:
         )
         self.turns = TurnRunner(
             TurnSettings(
-                self.worker_id, self.me, self.config.turn_timeout, self.config.agent_start_wait
+                self.worker_id,
+                self.member_id,
+                self.me,
+                self.config.turn_timeout,
+                self.config.agent_start_wait,
+                int(caps.get("room_post_idempotency", {}).get("ttl_seconds", 86400)),
             ),
             self.client,
             self.agent,
@@ -155,22 +173,23 @@ class Worker:
             self.workspace_name,
             self.cursor.acked,
         )
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._stop.set)
         loop.add_signal_handler(signal.SIGHUP, self._reload)
         supervisor = asyncio.create_task(self.agent.run())
         follower = asyncio.create_task(inbox.follow(self.client, self._accept))
         status_task = asyncio.create_task(self._status_loop())
         heartbeat = asyncio.create_task(self._heartbeat())
         stopper = asyncio.create_task(self._stop.wait())
-        done, _ = await asyncio.wait({follower, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        assert self.lease is not None
+        keeper = asyncio.create_task(self.lease.keep())
+        done, _ = await asyncio.wait(
+            {follower, stopper, keeper}, return_when=asyncio.FIRST_COMPLETED
+        )
         code = 0
-        if follower in done and follower.exception() is not None:
-            exc = follower.exception()
-            log.error("the Worker stops: %s", exc)
-            code = 1
-        for t in (follower, stopper, status_task, heartbeat, *self._tasks):
+        for failed in (follower, keeper):
+            if failed in done and failed.exception() is not None:
+                log.error("the Worker stops: %s", failed.exception())
+                code = 1
+        for t in (follower, stopper, keeper, status_task, heartbeat, *self._tasks):
             t.cancel()
         await self.agent.stop()
         supervisor.cancel()
@@ -180,11 +199,34 @@ class Worker:
             if late:
                 log.warning("%d deliveries still running at stop; they resume at the next start",
                             len(late))
+        return await self._close(code)
+
+    async def _close(self, code: int) -> int:
+        if self.lease is not None:
+            await self.lease.release()  # a standby takes over at once
         self._write_status()
         if self.ledger is not None:
             self.ledger.close()  # commits what is queued (parts recorded without waiting)
         await self.client.aclose()
         return code
+
+    async def _take_lease(self) -> bool:
+        """Hold this agent's lease before anything else runs (§6 "One Worker"); False when
+        the Worker was stopped while it waited as a standby."""
+        self.lease = WorkerLease(self.client, self.worker_id)
+        taking = asyncio.ensure_future(self.lease.take(self.config.takeover, self._write_status))
+        stopper = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait({taking, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if not taking.done():
+            taking.cancel()
+            await asyncio.gather(taking, return_exceptions=True)
+            return False
+        taking.result()  # a refusal other than "held" (not an agent) ends the Worker
+        return True
+
+    def _fence(self) -> int | None:
+        return self.lease.fence if self.lease is not None else None
 
     # -- deferred delivery: declaring (docs/deliver.md "Declaring", "Ledger") ------------
 
@@ -374,7 +416,7 @@ class Worker:
                     lambda: self.client.post_message(
                         ev.room,
                         text,
-                        key=keys.outsider_notice_key(self.worker_id, ev.room, ev.sender),
+                        key=keys.outsider_notice_key(self.member_id, ev.room, ev.sender),
                         in_reply_to=ev.id,
                         metadata={"agentpost/notice": "not_admitted"},
                     ),
@@ -393,9 +435,15 @@ class Worker:
                 await self.turns.turn(key, item)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # one Turn's bug must not stop its Session; the wake-up stays
-                log.exception("Turn for %s failed unexpectedly; it is left unacknowledged", key)
-                continue
+            except Exception as exc:  # one Turn's bug must not stop its Session
+                log.exception("Turn for %s failed unexpectedly; the room is told", key)
+                try:
+                    await self.turns.failed_unexpectedly(item, exc)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("the failed Turn's notice could not be posted either; the "
+                                  "wake-up %s is acknowledged without a reply", item.event.id)
             await self.cursor.done(item.cursor)
 
     # -- status -----------------------------------------------------------------------

@@ -19,7 +19,9 @@ WORKER_ID = "worker-id"
 LOCK = "worker.lock"
 STATUS = "status.json"
 LEDGER = "deliveries.sqlite3"
+TURNS = "turns"
 _ID = re.compile(r"^[0-9a-f]{32}$")
+_EVENT_ID = re.compile(r"^ev_[0-9A-Za-z]{1,64}$")
 
 
 class WorkspaceError(Exception):
@@ -50,6 +52,7 @@ class Workspace:
     def prepare(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.root / "files").mkdir(exist_ok=True, mode=0o700)
+        (self.root / TURNS).mkdir(exist_ok=True, mode=0o700)
 
     def lock(self) -> None:
         """One Worker per workspace: an flock the kernel drops when the process dies."""
@@ -111,6 +114,36 @@ class Workspace:
         d = self.root / "files" / event_id
         d.mkdir(exist_ok=True, mode=0o700)
         return d
+
+    # -- the Turn journal (docs/connect.md "Turns"): the keys of a Turn with several parts,
+    # written before its first part is posted and dropped once its reply is posted, so a
+    # Worker killed between parts knows that part of the reply may be in the room.
+
+    def _turn_path(self, trigger: str) -> Path:
+        if not _EVENT_ID.match(trigger):
+            raise WorkspaceError(f"not an event id: {trigger!r}")
+        return self.root / TURNS / f"{trigger}.json"
+
+    def write_turn(self, trigger: str, keys: list[str]) -> None:
+        write_atomic(self._turn_path(trigger), json.dumps({"keys": keys}).encode())
+
+    def read_turn(self, trigger: str) -> list[str] | None:
+        """The journaled keys of an interrupted Turn; None when it has none. An unreadable
+        entry counts as "something may have landed" (fail closed): `WorkspaceError`."""
+        path = self._turn_path(trigger)
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise WorkspaceError(f"{path} cannot be read: {exc}") from exc
+        found = data.get("keys") if isinstance(data, dict) else None
+        if not isinstance(found, list) or not all(isinstance(k, str) for k in found):
+            raise WorkspaceError(f"{path} does not hold a Turn's keys")
+        return found
+
+    def clear_turn(self, trigger: str) -> None:
+        self._turn_path(trigger).unlink(missing_ok=True)
 
     def write_status(self, status: dict[str, Any]) -> None:
         write_atomic(self.root / STATUS, json.dumps(status, indent=1).encode())

@@ -46,6 +46,8 @@ class Code(StrEnum):
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     TOO_MANY_STREAMS = "too_many_streams"
+    LEASE_HELD = "lease_held"
+    LEASE_LOST = "lease_lost"
     STORAGE_UNAVAILABLE = "storage_unavailable"
     INTERNAL = "internal"
 

@@ -45,6 +45,11 @@ class HubConfig:
         default_factory=lambda: float(os.environ.get("AGENTPOST_PRESENCE_FLUSH", "2"))
     )
 
+    # One Worker (§6): a Worker's lease lapses this long after its last renewal.
+    worker_lease_seconds: float = field(
+        default_factory=lambda: float(os.environ.get("AGENTPOST_WORKER_LEASE_SECONDS", "30"))
+    )
+
     blobs_dir: Path | None = None
 
     @property

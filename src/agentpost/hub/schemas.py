@@ -73,8 +73,28 @@ class CancelIn(msgspec.Struct, forbid_unknown_fields=True):
     agent: Name | None = None
 
 
+Fence = Annotated[int, msgspec.Meta(ge=1, le=2**53)]
+
+
 class AckIn(msgspec.Struct, forbid_unknown_fields=True):
     cursor: Annotated[int, msgspec.Meta(ge=0)]
+    # A Worker's ack names its lease (§6 "One Worker"); one of an older lease is refused.
+    fence: Fence | None = None
+
+
+class LeaseIn(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /v1/worker/lease`: a Worker takes its agent's lease (docs/connect.md)."""
+
+    worker_id: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{32}$")]
+    host: Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
+    pid: Annotated[int, msgspec.Meta(ge=0, le=2**31)]
+    takeover: bool = False
+
+
+class FenceIn(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /v1/worker/lease/renew` and `/release`: the holder names its lease."""
+
+    fence: Fence
 
 
 class Attachment(msgspec.Struct):
@@ -133,6 +153,8 @@ class MemberSeen(MemberOut):
 
     online: bool
     last_seen: str | None
+    # An agent's Worker lease (§6 "One Worker"): host, pid, since, live; null when none ran.
+    worker: dict[str, Any] | None = None
 
 
 class MediaOut(msgspec.Struct):

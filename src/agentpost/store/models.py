@@ -58,3 +58,17 @@ class MediaRow(msgspec.Struct, frozen=True):
     size: int
     uploader: str
     created_at: int
+
+
+class Lease(msgspec.Struct, frozen=True):
+    """A Worker's lease on an agent member (DESIGN.md §6 "One Worker"); times in ms."""
+
+    member_id: str
+    fence: int
+    worker_id: str
+    host: str
+    pid: int
+    since: int
+    renewed_at: int
+    expires_at: int
+    released: bool

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from agentpost.core.clock import now_ms
-from agentpost.hub import auth
+from agentpost.hub import auth, leases
 from agentpost.hub.decode import read_json
 from agentpost.hub.errors import json_response
 from agentpost.hub.notify import inbox_key, wait
@@ -121,6 +121,7 @@ async def ack(request: Request) -> Response:
     at = now_ms()
 
     def advance(tx: Tx) -> int:
+        leases.check_fence(tx, member, body.fence)
         top = inbox.last_cursor(tx, member.id)
         before = members.inbox_cursor(tx, member.id)
         members.set_inbox_cursor(tx, member.id, min(body.cursor, top))

@@ -10,17 +10,20 @@ from starlette.responses import Response
 
 from agentpost.core.clock import now_ms
 from agentpost.core.errors import Code, RequestError
-from agentpost.hub import auth
+from agentpost.hub import auth, leases
 from agentpost.hub.errors import json_response
 from agentpost.hub.presence import when
 from agentpost.hub.schemas import MemberSeen
 from agentpost.hub.state import Hub, hub_of
+from agentpost.store import leases as lease_rows
 from agentpost.store import members, presence
 from agentpost.store.engine import Db
-from agentpost.store.models import Member
+from agentpost.store.models import Lease, Member
 
 
-def member_seen(hub: Hub, m: Member, stored: int | None, now: int) -> MemberSeen:
+def member_seen(
+    hub: Hub, m: Member, stored: int | None, now: int, lease: Lease | None = None
+) -> MemberSeen:
     last = hub.presence.last_seen(m.id, stored)
     return MemberSeen(
         id=m.id,
@@ -30,6 +33,7 @@ def member_seen(hub: Hub, m: Member, stored: int | None, now: int) -> MemberSeen
         owner=m.owner,
         online=m.status == "active" and hub.presence.online(last, now),
         last_seen=when(last),
+        worker=leases.holder_out(lease, now) if lease is not None and lease.fence > 0 else None,
     )
 
 
@@ -45,16 +49,18 @@ async def list_members(request: Request) -> Response:
     hub = hub_of(request)
     who = await _caller(request, hub)
 
-    def read(db: Db) -> tuple[list[Member], dict[str, int]]:
-        return members.list_members(db, who.workspace_id), presence.of_workspace(
-            db, who.workspace_id
+    def read(db: Db) -> tuple[list[Member], dict[str, int], dict[str, Lease]]:
+        return (
+            members.list_members(db, who.workspace_id),
+            presence.of_workspace(db, who.workspace_id),
+            lease_rows.of_workspace(db, who.workspace_id),
         )
 
-    found, stored = await hub.engine.read(read)
+    found, stored, held = await hub.engine.read(read)
     now = now_ms()
     out = {
         "workspace": who.workspace_name,
-        "members": [member_seen(hub, m, stored.get(m.id), now) for m in found],
+        "members": [member_seen(hub, m, stored.get(m.id), now, held.get(m.id)) for m in found],
     }
     return json_response(200, msgspec.json.encode(out))
 
@@ -66,13 +72,14 @@ async def get_member(request: Request) -> Response:
     who = await _caller(request, hub)
     name = request.path_params["name"]
 
-    def read(db: Db) -> tuple[Member | None, int | None]:
+    def read(db: Db) -> tuple[Member | None, int | None, Lease | None]:
         found = members.member_by_name(db, who.workspace_id, name)
-        return found, presence.of_member(db, found.id) if found else None
+        if found is None:
+            return None, None, None
+        return found, presence.of_member(db, found.id), lease_rows.get(db, found.id)
 
-    found, stored = await hub.engine.read(read)
+    found, stored, lease = await hub.engine.read(read)
     if found is None:
         raise RequestError(Code.MEMBER_NOT_FOUND, f"no member {name!r}")
-    return json_response(
-        200, msgspec.json.encode({"member": member_seen(hub, found, stored, now_ms())})
-    )
+    seen = member_seen(hub, found, stored, now_ms(), lease)
+    return json_response(200, msgspec.json.encode({"member": seen}))

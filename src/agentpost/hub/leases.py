@@ -1,0 +1,152 @@
+"""One Worker per agent member (DESIGN.md §6 "One Worker", docs/connect.md): every rule of
+the Worker lease in one place.
+
+- `take`: a Worker takes the lease at start. It gets it when nobody holds it, when the last
+  holder released it or let it lapse (no renewal for the lease's seconds), when it asks to
+  take over (`--takeover`), or when the last holder is an earlier run of the same Worker
+  (same worker id and host: a Worker restarted after a crash does not wait for its own
+  lease). Every new holder gets the next fencing number. Otherwise: 409 `lease_held`,
+  naming the holder's host, pid and since when.
+- `renew`: the holder with the current fence pushes the lapse time out; an older fence is
+  409 `lease_lost` (another Worker took over). A lapsed lease nobody took is renewed: no
+  other Worker acted under a newer fence meanwhile.
+- `release`: the holder lets it go at stop, so a standby takes over at once.
+- `check_fence`: inbox acks and posts that carry a fence (the Worker's do) are refused with
+  409 `lease_lost` unless it is the member's current one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from agentpost.core.clock import now_ms, rfc3339
+from agentpost.core.errors import Code, RequestError
+from agentpost.store import leases
+from agentpost.store.engine import Db, Tx
+from agentpost.store.models import Lease, Member
+
+FENCE_HEADER = "Agentpost-Worker-Fence"
+
+
+class LeaseHeld(RequestError):
+    def __init__(self, holder: Lease) -> None:
+        super().__init__(
+            Code.LEASE_HELD,
+            f"another Worker serves this agent: host {holder.host!r}, pid {holder.pid}, "
+            f"since {rfc3339(holder.since)}",
+            holder=holder_out(holder),
+        )
+
+
+class LeaseLost(RequestError):
+    def __init__(self, fence: int, holder: Lease | None) -> None:
+        who = (
+            f"; held now by host {holder.host!r}, pid {holder.pid}, since {rfc3339(holder.since)}"
+            if holder is not None and not holder.released and holder.fence > 0
+            else ""
+        )
+        super().__init__(
+            Code.LEASE_LOST,
+            f"Worker fence {fence} is no longer this agent's lease{who}",
+            holder=holder_out(holder) if holder is not None and holder.fence > 0 else None,
+        )
+
+
+def holder_out(lease: Lease, now: int | None = None) -> dict[str, Any]:
+    """The lease as the API shows it (no worker id: it names a workspace on some machine)."""
+    at = now_ms() if now is None else now
+    return {
+        "host": lease.host,
+        "pid": lease.pid,
+        "fence": lease.fence,
+        "since": rfc3339(lease.since),
+        "renewed_at": rfc3339(lease.renewed_at),
+        "expires_at": rfc3339(lease.expires_at),
+        "live": live(lease, at),
+    }
+
+
+def live(lease: Lease, now: int) -> bool:
+    return lease.fence > 0 and not lease.released and lease.expires_at > now
+
+
+def _agent(member: Member) -> None:
+    if member.kind != "agent":
+        raise RequestError(Code.FORBIDDEN, "only an agent member's Worker takes a lease")
+
+
+def take(
+    tx: Tx,
+    member: Member,
+    worker_id: str,
+    host: str,
+    pid: int,
+    takeover: bool,
+    lease_ms: int,
+) -> tuple[Lease, Lease | None]:
+    """(the new lease, the live one it replaced when taken over) or `LeaseHeld`."""
+    _agent(member)
+    now = now_ms()
+    leases.ensure_row(tx, member.id, now)
+    old = leases.lock(tx, member.id)
+    assert old is not None
+    same_worker = old.worker_id == worker_id and old.host == host
+    replaced = old if live(old, now) else None
+    if replaced is not None and not takeover and not same_worker:
+        raise LeaseHeld(old)
+    new = Lease(
+        member_id=member.id,
+        fence=old.fence + 1,
+        worker_id=worker_id,
+        host=host,
+        pid=pid,
+        since=now,
+        renewed_at=now,
+        expires_at=now + lease_ms,
+        released=False,
+    )
+    leases.put(tx, new)
+    return new, replaced
+
+
+def renew(tx: Tx, member: Member, fence: int, lease_ms: int) -> Lease:
+    _agent(member)
+    now = now_ms()
+    found = leases.lock(tx, member.id)
+    if found is None or found.fence != fence or found.released:
+        raise LeaseLost(fence, found)
+    leases.renew(tx, member.id, now, now + lease_ms)
+    return msgspec.structs.replace(found, renewed_at=now, expires_at=now + lease_ms)
+
+
+def release(tx: Tx, member: Member, fence: int) -> None:
+    found = leases.lock(tx, member.id)
+    if found is None or found.fence != fence:
+        raise LeaseLost(fence, found)
+    if not found.released:
+        leases.release(tx, member.id, now_ms())
+
+
+def check_fence(db: Db, member: Member, fence: int | None) -> None:
+    """Refuse an ack or post of a Worker whose lease another Worker took over."""
+    if fence is None:
+        return
+    found = leases.get(db, member.id)
+    if found is None or found.fence != fence or found.released:
+        raise LeaseLost(fence, found)
+
+
+def fence_header(raw: str | None) -> int | None:
+    """The `Agentpost-Worker-Fence` header: absent, or a positive integer."""
+    if raw is None:
+        return None
+    text = raw.strip()
+    if not text.isdigit() or len(text) > 18 or int(text) < 1:
+        raise RequestError(
+            Code.INVALID_REQUEST,
+            f"{FENCE_HEADER} must be a positive integer",
+            field=FENCE_HEADER,
+        )
+    return int(text)

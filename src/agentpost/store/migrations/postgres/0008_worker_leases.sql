@@ -1,0 +1,15 @@
+-- One Worker per agent member (DESIGN.md §6 "One Worker"): the lease a Worker takes at start
+-- and renews. `fence` only grows: every new holder gets the next number, and the hub refuses
+-- inbox acks and posts that carry an older one. `released` = 1 once the holder let it go at
+-- stop (a standby then takes it without waiting for `expires_at`). Times in ms since the epoch.
+CREATE TABLE worker_leases (
+    member_id TEXT PRIMARY KEY,
+    fence BIGINT NOT NULL,
+    worker_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid BIGINT NOT NULL,
+    since BIGINT NOT NULL,
+    renewed_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    released INTEGER NOT NULL DEFAULT 0
+)
