@@ -97,6 +97,7 @@ class Connected:
         wait_agent: bool = True,
         repo: Path | None = None,
         workspace: Path | None = None,
+        log_name: str | None = None,
     ) -> WorkerProcess:
         repo = repo or self.tmp / f"repo-{member}"
         repo.mkdir(exist_ok=True)
@@ -118,7 +119,7 @@ class Connected:
                 *extra,
             ],
             env=full_env,
-            log_path=self.tmp / f"worker-{member}.log",
+            log_path=self.tmp / f"worker-{log_name or member}.log",
         )
         self.workers.append(w)
         return w.start(wait_agent) if start else w

@@ -42,6 +42,11 @@ class AgentFailed(Exception):
     """The agent could not be started, or its connection ended (exit, crash, bad frame)."""
 
 
+class AgentBroken(AgentFailed):
+    """The agent lives, but what it sent cannot be taken (an answer the SDK rejects, a dead
+    connection): it is cut off and restarted (docs/connect.md "When the agent fails")."""
+
+
 class MethodNotFound(Exception):
     """Raised by an extension handler for a method it does not know (→ -32601)."""
 
@@ -150,6 +155,14 @@ class _Transport:
                 if isinstance(method, str) and method.startswith("_") and "id" in message:
                     self._on_ext(message)
                     continue
+                if method is None:
+                    answer = _answer_the_sdk_can_take(message)
+                    if answer is None:
+                        self.bad_lines += 1
+                        log.warning("agent sent a frame that is neither a request nor an "
+                                    "answer; skipped: %r", line[:200])
+                        continue
+                    return answer
                 return message
             self.bad_lines += 1
             log.warning("agent printed a line that is no JSON-RPC frame: %r", line[:200])
@@ -286,6 +299,11 @@ class AgentConnection:
         self._transport = transport
         client: Any = self._client  # duck-typed: the SDK's Client protocol, the parts we serve
         self._conn = ClientSideConnection(client, transport)
+        # Defence in depth: should the SDK's receive loop die on a frame our transport let
+        # through, the agent is cut (and restarted) rather than left alive and unheard.
+        recv = getattr(getattr(self._conn, "_conn", None), "_recv_task", None)
+        if isinstance(recv, asyncio.Future):
+            recv.add_done_callback(self._receive_ended)
         caps = ClientCapabilities(field_meta=client_meta or None)
         try:
             resp = await asyncio.wait_for(
@@ -309,10 +327,15 @@ class AgentConnection:
         return reason + (f" (agent stderr: {' | '.join(tail)})" if tail else "")
 
     async def new_session(self, meta: dict[str, Any]) -> str:
+        from acp import RequestError
+
         try:
             resp = await self._conn.new_session(cwd=str(self.cwd), mcp_servers=[], **meta)
-        except Exception as exc:
+        except RequestError as exc:
             raise AgentFailed(self._why(f"session/new failed: {exc!r}")) from exc
+        except Exception as exc:  # a broken connection or an answer the SDK cannot validate
+            self._cut(f"session/new failed and the agent is restarted ({_brief(exc)})")
+            raise AgentFailed(self._why("")) from exc
         return str(resp.session_id)
 
     async def prompt(self, session_id: str, text: str, links: list[PromptLink]) -> PromptEnd:
@@ -333,7 +356,13 @@ class AgentConnection:
         except RequestError as exc:
             raise RequestFailed(f"the agent answered the prompt with an error: {exc}") from exc
         except (ConnectionError, OSError) as exc:
+            if self.alive():  # the process lives on, but its connection cannot be read
+                self._cut(f"the connection to the agent broke ({exc!r})")
+                raise AgentBroken(self._why("")) from exc
             raise AgentFailed(self._why(f"the agent went away mid-Turn: {exc!r}")) from exc
+        except Exception as exc:  # an answer the SDK cannot validate: the agent is broken
+            self._cut(f"the agent answered session/prompt with a malformed result ({_brief(exc)})")
+            raise AgentBroken(self._why("")) from exc
         return PromptEnd(str(resp.stop_reason), dict(resp.field_meta or {}))
 
     async def cancel(self, session_id: str) -> None:
@@ -388,7 +417,14 @@ class AgentConnection:
             except Exception:
                 log.exception("the error answer to %s could not be sent either", method)
 
+    def _receive_ended(self, task: asyncio.Future[Any]) -> None:
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None:
+            self._cut(f"the connection to the agent failed ({_brief(exc)})")
+
     def _cut(self, reason: str) -> None:
+        if self.cut_reason is not None:
+            return
         self.cut_reason = reason
         log.error("%s; stopping it", reason)
         if self._proc is not None and self._proc.returncode is None:
@@ -430,8 +466,49 @@ class AgentConnection:
                 self._stderr_task.cancel()
 
 
+def _answer_the_sdk_can_take(message: dict[str, Any]) -> dict[str, Any] | None:
+    """An answer frame (no `method`) in a shape the SDK's receive loop survives, or None to
+    skip it. The SDK reads `error` as an object and looks `id` up in a dict: a string error
+    or a list id would end its receive loop while the agent lives on, and every later
+    prompt would fail (docs/connect.md "When the agent fails"). A malformed error becomes
+    an internal error that says what the agent sent."""
+    rid = message.get("id")
+    if isinstance(rid, bool) or not isinstance(rid, int | str):
+        return None
+    if "result" in message or "error" not in message:
+        return message
+    err = message["error"]
+    if (
+        isinstance(err, dict)
+        and isinstance(err.get("code"), int)
+        and not isinstance(err.get("code"), bool)
+        and isinstance(err.get("message"), str)
+    ):
+        return message
+    shown = json.dumps(err)[:300] if _jsonable(err) else repr(err)[:300]
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "error": _error(INTERNAL_ERROR, f"the agent sent a malformed error: {shown}", {}),
+    }
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
 def _error(code: int, message: str, data: dict[str, Any]) -> dict[str, Any]:
     return {"code": code, "message": message, "data": data}
+
+
+def _brief(exc: BaseException) -> str:
+    """One line on an exception (a pydantic error lists every field on lines of its own)."""
+    first = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {first[0][:200]}" if first else type(exc).__name__
 
 
 class RequestFailed(Exception):

@@ -17,3 +17,13 @@ def crash_point(name: str) -> None:
     if os.environ.get(CRASH_ENV) == name:
         log.critical("crash point %s reached: SIGKILL", name)
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+FAIL_ENV = "AGENTPOST_CONNECT_FAIL_POINT"
+
+
+def fail_point(name: str) -> None:
+    """Tests: `AGENTPOST_CONNECT_FAIL_POINT=name` raises an unexpected error there, as a bug
+    of the Worker would (the Turn must still end in a visible reply, §6)."""
+    if os.environ.get(FAIL_ENV) == name:
+        raise RuntimeError(f"fail point {name} reached")

@@ -18,9 +18,9 @@ from typing import Any
 
 from agentpost.client import AsyncHubClient, Event, HubError, HubRefused, InboxItem
 from agentpost.connect import keys, replies, turns
-from agentpost.connect.acp import AgentFailed, PromptLink, RequestFailed
+from agentpost.connect.acp import AgentBroken, AgentFailed, PromptLink, RequestFailed
 from agentpost.connect.agent import AgentSupervisor
-from agentpost.connect.crash import crash_point
+from agentpost.connect.crash import crash_point, fail_point
 from agentpost.connect.egress import EgressRoots
 from agentpost.connect.sessions import Admission, SessionKey
 from agentpost.connect.workspace import Workspace, WorkspaceError
@@ -208,6 +208,7 @@ class TurnRunner:
 
     async def _prompt(self, running: RunningTurn) -> turns.TurnResult:
         ev = running.trigger
+        fail_point("turn_start")
         try:
             conn = await self.agent.wait_ready(self.settings.agent_start_wait)
             meta = self.session_meta(running.key)
@@ -248,6 +249,8 @@ class TurnRunner:
             if running.cancelled and end.stop_reason == turns.END_TURN:
                 return turns.ended(turns.CANCELLED, end.meta, collector)
             return turns.ended(end.stop_reason, end.meta, collector)
+        except AgentBroken as exc:
+            return turns.failed(turns.AGENT_BROKEN, str(exc), collector)
         except AgentFailed as exc:
             return turns.failed(turns.AGENT_CRASH, str(exc), collector)
         except RequestFailed as exc:

@@ -19,6 +19,7 @@ CANCELLED = "cancelled"
 NEEDS_INPUT = "needs_input"
 ERROR = "error"
 AGENT_CRASH = "agent_crash"
+AGENT_BROKEN = "agent_broken"
 TIMEOUT = "timeout"
 AGENT_UNAVAILABLE = "agent_unavailable"
 
@@ -40,6 +41,7 @@ _KIND_OF = {
     REFUSAL: ERROR,
     ERROR: ERROR,
     AGENT_CRASH: ERROR,
+    AGENT_BROKEN: ERROR,
     TIMEOUT: ERROR,
     AGENT_UNAVAILABLE: ERROR,
     INTERRUPTED: ERROR,
@@ -136,6 +138,8 @@ def reply_text(result: TurnResult, agent: str) -> str:
         return said or f"(@{agent} refused this request)"
     reason = {
         AGENT_CRASH: "the agent process stopped mid-Turn; this Turn was lost",
+        AGENT_BROKEN: "the agent sent what cannot be read; it is restarted and this Turn "
+        "was lost",
         TIMEOUT: "the Turn ran past its time limit and was stopped",
         AGENT_UNAVAILABLE: "the agent could not be started",
         ERROR: "the agent ended the Turn with an error",

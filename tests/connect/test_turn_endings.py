@@ -1,0 +1,133 @@
+"""No Turn ends in silence (DESIGN.md §6, docs/connect.md "When the agent fails"): every way
+a Turn can end posts one visible reply or notice, a delegation gets its receipt, the agent
+is restarted when its connection cannot be read, and the inbox cursor moves on. Real
+Worker processes, a real hub, a hand-written ACP agent (agents/raw_agent.py) that answers
+in shapes the SDK would never send."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import AGENTS, Connected, agent_cmd, wait_for
+from hubproc import HubProcess
+
+
+@pytest.fixture
+def hub(shared_hub: HubProcess) -> HubProcess:
+    return shared_hub
+
+
+RAW = AGENTS / "raw_agent.py"
+
+
+def _cursor_of(c: Connected, event_id: str) -> int:
+    with c.hub.client(c.setup.tokens["bot"]) as h:
+        items = h.get("/v1/inbox", params={"after": 0, "limit": 1000}).json()["items"]
+    return next(i["cursor"] for i in items if i["event"]["id"] == event_id)
+
+
+def _one_reply(c: Connected, event_id: str) -> dict:
+    reply = c.wait_reply(event_id)
+    wait_for(lambda: c.acked() >= _cursor_of(c, event_id))
+    assert len(c.replies_to(event_id)) == 1
+    return reply
+
+
+@pytest.mark.parametrize("shape", ["badstop", "nullresult", "strresult"])
+def test_a_prompt_answer_the_sdk_rejects_ends_in_an_error_reply_and_a_restart(
+    connected: Connected, shape: str
+) -> None:
+    w = connected.worker(agent_cmd(RAW))
+    e1 = connected.say("helper", f"@bot {shape}")
+    reply = _one_reply(connected, e1["id"])
+    assert reply["reply_kind"] == "error"  # helper delegated: its receipt says failed
+    assert reply["text"].startswith(f"about to answer {shape}")
+    assert "cannot be read; it is restarted" in reply["text"]
+    assert "malformed result" in reply["text"]
+    wait_for(lambda: w.log().count("agent started") >= 2)
+    # The next Turn runs on the restarted agent and is acknowledged like any other.
+    e2 = connected.say("alice", "@bot hello again")
+    assert _one_reply(connected, e2["id"])["text"] == "raw: @bot hello again"
+    # The receipt reached the delegator.
+    assert reply["id"] in [e["id"] for e in connected.inbox("helper")]
+
+
+@pytest.mark.parametrize("shape", ["strerror", "codeerror"])
+def test_an_error_frame_of_the_wrong_shape_is_an_error_reply_and_the_connection_lives(
+    connected: Connected, shape: str
+) -> None:
+    w = connected.worker(agent_cmd(RAW))
+    e1 = connected.say("helper", f"@bot {shape}")
+    reply = _one_reply(connected, e1["id"])
+    assert reply["reply_kind"] == "error"
+    assert "the agent sent a malformed error" in reply["text"]
+    # One string error used to end the SDK's receive loop for good: every later Turn
+    # failed. Here the same agent process answers the next one.
+    e2 = connected.say("alice", "@bot still there")
+    assert _one_reply(connected, e2["id"])["text"] == "raw: @bot still there"
+    assert w.log().count("agent started") == 1
+
+
+def test_an_answer_with_an_id_that_is_no_id_is_skipped(connected: Connected) -> None:
+    w = connected.worker(agent_cmd(RAW))
+    e1 = connected.say("alice", "@bot listid")
+    assert _one_reply(connected, e1["id"])["text"] == "after listid"
+    assert "neither a request nor an answer" in w.log()
+
+
+def test_a_reply_the_hub_refuses_is_replaced_by_a_notice_and_the_delegator_told(
+    connected: Connected,
+) -> None:
+    with connected.hub.client(connected.setup.tokens["alice"]) as h:
+        r = h.patch(f"/v1/rooms/{connected.setup.room}", json={"sensitive_filter": True})
+        assert r.status_code == 200, r.text
+    connected.worker(agent_cmd(RAW))
+    e1 = connected.say("helper", "@bot secret")
+    notice = _one_reply(connected, e1["id"])
+    assert "AKIA" not in notice["text"]
+    assert "the hub refused it (command_rejected, sensitive_data)" in notice["text"]
+    assert notice["reply_kind"] == "error"
+    assert notice["metadata"]["agentpost/notice"] == "reply_refused"
+    wait_for(lambda: notice["id"] in [e["id"] for e in connected.inbox("helper")])
+    # A person who asked is told too.
+    e2 = connected.say("alice", "@bot secret")
+    told = _one_reply(connected, e2["id"])
+    assert told["reply_kind"] is None and "refused" in told["text"]
+    assert told["id"] in [e["id"] for e in connected.inbox("alice")]
+
+
+def test_a_bug_of_the_worker_mid_turn_still_ends_in_a_reply_and_an_ack(
+    connected: Connected,
+) -> None:
+    w = connected.worker(agent_cmd(RAW), env={"AGENTPOST_CONNECT_FAIL_POINT": "turn_start"})
+    e1 = connected.say("helper", "@bot hello")
+    reply = _one_reply(connected, e1["id"])
+    assert reply["reply_kind"] == "error"
+    assert "the Worker failed on this Turn: RuntimeError" in reply["text"]
+    assert "fail point turn_start reached" in w.log()
+
+
+def _peak_rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+def test_a_reply_past_the_limit_says_it_was_cut_and_is_not_buffered(
+    connected: Connected,
+) -> None:
+    w = connected.worker(agent_cmd(RAW))
+    chunks = 300  # 300 MiB of text streamed in 1 MiB chunks
+    e1 = connected.say("alice", f"@bot big {chunks}")
+    reply = _one_reply(connected, e1["id"])
+    total = chunks * 1024 * 1024
+    assert f"(cut: the reply was {total:,} characters; only the first 60,000 are posted)" in (
+        reply["text"]
+    )
+    assert reply["text"].startswith("y" * 60000)
+    assert w.proc is not None
+    # Keeping the whole text would take ≥ 300 MiB; the Worker keeps 60,000 characters.
+    assert _peak_rss_kib(w.proc.pid) < 200 * 1024

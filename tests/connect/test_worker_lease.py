@@ -1,0 +1,261 @@
+"""One Worker per agent member (DESIGN.md §6 "One Worker", docs/connect.md): the hub's lease
+and its fencing numbers, a second Worker waiting as a standby, a takeover when the lease
+lapses or on `--takeover`, and Turn keys that make two racing Workers replay, not post.
+Real hub processes on both engines, real Worker processes, kill -9 from outside."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import AGENTS, Connected, agent_cmd, quiet_for, wait_for
+from hubproc import HubProcess, fresh_workspace, make_setup
+
+TRICK = AGENTS / "trick_agent.py"
+LEASE_SECONDS = "3"
+
+
+@pytest.fixture
+def hub(make_hub: Callable[..., HubProcess]) -> HubProcess:
+    """A hub whose Worker leases lapse 3 s after the last renewal (30 s by default)."""
+    return make_hub(env={"AGENTPOST_WORKER_LEASE_SECONDS": LEASE_SECONDS})
+
+
+@pytest.fixture
+def connected(hub: HubProcess, tmp_path: Path) -> Any:
+    s = make_setup(hub, ["alice", "carol"], ["bot", "helper"], workspace=fresh_workspace())
+    c = Connected(s, tmp_path)
+    yield c
+    for w in c.workers:
+        w.stop()
+
+
+def _take(h: httpx.Client, worker_id: str, **extra: Any) -> httpx.Response:
+    body = {"worker_id": worker_id, "host": "laptop", "pid": 4242, **extra}
+    return h.post("/v1/worker/lease", json=body)
+
+
+A, B = "a" * 32, "b" * 32
+
+
+# -- the hub's rules, over HTTP ---------------------------------------------------------
+
+
+def test_a_second_worker_is_refused_while_the_first_holds_the_lease(connected: Connected) -> None:
+    with connected.hub.client(connected.setup.tokens["bot"]) as h:
+        first = _take(h, A)
+        assert first.status_code == 200, first.text
+        assert first.json()["lease"]["fence"] == 1 and first.json()["replaced"] is None
+        second = _take(h, B, host="server")
+        assert second.status_code == 409
+        err = second.json()["error"]
+        assert err["code"] == "lease_held"
+        assert err["holder"]["host"] == "laptop" and err["holder"]["pid"] == 4242
+        assert "since" in err["holder"] and "laptop" in err["message"]
+        # Renewing under the current fence works; the holder is unchanged.
+        renewed = h.post("/v1/worker/lease/renew", json={"fence": 1})
+        assert renewed.status_code == 200 and renewed.json()["lease"]["fence"] == 1
+
+
+def test_takeover_gives_the_next_fence_and_the_old_one_is_refused_everywhere(
+    connected: Connected,
+) -> None:
+    c = connected
+    e1 = c.say("alice", "@bot one")
+    with c.hub.client(c.setup.tokens["bot"]) as h:
+        assert _take(h, A).json()["lease"]["fence"] == 1
+        took = _take(h, B, host="server", takeover=True)
+        assert took.status_code == 200
+        assert took.json()["lease"]["fence"] == 2
+        assert took.json()["replaced"]["host"] == "laptop"
+        stale = h.post("/v1/worker/lease/renew", json={"fence": 1})
+        assert stale.status_code == 409 and stale.json()["error"]["code"] == "lease_lost"
+        assert "server" in stale.json()["error"]["message"]
+        cursor = h.get("/v1/inbox", params={"after": 0}).json()["cursor"]
+        refused = h.post("/v1/inbox/ack", json={"cursor": cursor, "fence": 1})
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "lease_lost"
+        assert c.acked() == 0  # the stale ack changed nothing
+        ok = h.post("/v1/inbox/ack", json={"cursor": cursor, "fence": 2})
+        assert ok.status_code == 200 and c.acked() == cursor
+        assert h.post("/v1/worker/lease/release", json={"fence": 1}).status_code == 409
+    assert e1["targets"] == ["bot"]
+
+
+def test_a_released_lease_is_taken_at_once_and_a_lapsed_one_after_it_lapses(
+    connected: Connected,
+) -> None:
+    with connected.hub.client(connected.setup.tokens["bot"]) as h:
+        assert _take(h, A).status_code == 200
+        assert h.post("/v1/worker/lease/release", json={"fence": 1}).status_code == 200
+        assert h.get("/v1/worker/lease").json()["lease"]["live"] is False
+        taken = _take(h, B, host="server")
+        assert taken.status_code == 200 and taken.json()["lease"]["fence"] == 2
+        # B stops renewing: A gets it once the lease lapses (3 s on this hub), not before.
+        assert _take(h, A).status_code == 409
+        got = wait_for(lambda: (r := _take(h, A)).status_code == 200 and r, timeout=20)
+        assert got.json()["lease"]["fence"] == 3 and got.json()["replaced"] is None
+
+
+def test_presence_shows_the_worker_that_holds_the_lease(connected: Connected) -> None:
+    with connected.hub.client(connected.setup.tokens["bot"]) as h:
+        _take(h, A)
+    with connected.hub.client(connected.setup.tokens["alice"]) as h:
+        ws = connected.setup.workspace
+        bot = h.get(f"/v1/workspaces/{ws}/members/bot").json()["member"]
+        listed = {m["name"]: m for m in h.get(f"/v1/workspaces/{ws}/members").json()["members"]}
+    assert bot["worker"]["host"] == "laptop" and bot["worker"]["live"] is True
+    assert listed["bot"]["worker"]["pid"] == 4242
+    assert listed["alice"]["worker"] is None and listed["helper"]["worker"] is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"worker_id": "not-hex", "host": "h", "pid": 1},
+        {"worker_id": A, "host": "", "pid": 1},
+        {"worker_id": A, "host": "h", "pid": -1},
+        {"worker_id": A, "host": "h", "pid": 1, "extra": True},
+        {"worker_id": A, "host": "h"},
+    ],
+)
+def test_a_malformed_lease_request_is_refused_and_changes_nothing(
+    connected: Connected, body: dict[str, Any]
+) -> None:
+    with connected.hub.client(connected.setup.tokens["bot"]) as h:
+        r = h.post("/v1/worker/lease", json=body)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_request"
+        assert h.get("/v1/worker/lease").json()["lease"] is None
+        for fence in (0, -1, "1", None):
+            bad = h.post("/v1/worker/lease/renew", json={"fence": fence})
+            assert bad.status_code == 400
+            bad_ack = h.post("/v1/inbox/ack", json={"cursor": 0, "fence": fence})
+            assert fence is None or bad_ack.status_code == 400
+
+
+def test_a_person_takes_no_worker_lease(connected: Connected) -> None:
+    with connected.hub.client(connected.setup.tokens["alice"]) as h:
+        r = _take(h, A)
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+
+
+# -- Workers ----------------------------------------------------------------------------
+
+
+def _replies(c: Connected, event_id: str) -> list[dict[str, Any]]:
+    return c.replies_to(event_id)
+
+
+def _prompts(folder: Path) -> int:
+    return len(list(folder.glob("prompt-*")))
+
+
+def test_two_workers_for_one_agent_answer_each_wake_up_once(
+    connected: Connected, tmp_path: Path
+) -> None:
+    c = connected
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {"TRICK_MARKER_DIR": str(marks)}
+    first = c.worker(agent_cmd(TRICK), env=env)
+    second = c.worker(
+        agent_cmd(TRICK), env=env, workspace=tmp_path / "ws-bot-2", log_name="bot-2",
+        wait_agent=False,
+    )
+    wait_for(lambda: "standby: another Worker serves this agent" in second.log())
+    assert second.log().count("standby:") == 1  # said once
+    assert f"pid {first.proc.pid}" in second.log() if first.proc else False
+    asked = [c.say("alice", f"@bot number {i}") for i in range(5)]
+    for e in asked:
+        c.wait_reply(e["id"])
+    wait_for(lambda: c.acked() >= 5)
+    quiet_for(1.0)
+    for e in asked:
+        assert len(_replies(c, e["id"])) == 1
+    assert _prompts(marks) == 5  # each wake-up ran once
+    assert "agent started" not in second.log()  # the standby never started its agent
+    status = c.hub.client(c.setup.tokens["alice"])
+    with status as h:
+        bot = h.get(f"/v1/workspaces/{c.setup.workspace}/members/bot").json()["member"]
+    assert first.proc is not None and bot["worker"]["pid"] == first.proc.pid
+
+
+def test_the_standby_takes_over_when_the_holder_is_killed(
+    connected: Connected, tmp_path: Path
+) -> None:
+    c = connected
+    first = c.worker(agent_cmd(TRICK))
+    second = c.worker(
+        agent_cmd(TRICK), workspace=tmp_path / "ws-bot-2", log_name="bot-2", wait_agent=False
+    )
+    wait_for(lambda: "standby:" in second.log())
+    e1 = c.say("alice", "@bot before")
+    c.wait_reply(e1["id"])
+    first.kill()  # SIGKILL: the lease is not released, it lapses
+    e2 = c.say("alice", "@bot while nobody holds it")
+    wait_for(lambda: "lease held: fence 2" in second.log(), timeout=30)
+    wait_for(lambda: "agent started" in second.log(), timeout=60)
+    assert c.wait_reply(e2["id"])["text"] == "trick: @bot while nobody holds it"
+    e3 = c.say("alice", "@bot after")
+    assert c.wait_reply(e3["id"])["text"] == "trick: @bot after"
+    quiet_for(1.0)
+    for e in (e1, e2, e3):
+        assert len(_replies(c, e["id"])) == 1
+
+
+def test_takeover_ends_the_old_worker_and_a_racing_turn_posts_once(
+    connected: Connected, tmp_path: Path
+) -> None:
+    """The old Worker is mid-Turn when a person takes over: both run the Turn (the old one
+    cannot be reached to stop it), and the reply is posted once, because Turn keys derive
+    from the agent member and the trigger, not the workspace."""
+    c = connected
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {"TRICK_MARKER_DIR": str(marks)}
+    first = c.worker(agent_cmd(TRICK), env=env)
+    e1 = c.say("helper", "@bot slow 3")
+    wait_for(lambda: _prompts(marks) == 1)
+    second = c.worker(
+        agent_cmd(TRICK), "--takeover", env=env, workspace=tmp_path / "ws-bot-2",
+        log_name="bot-2",
+    )
+    assert "took over the lease from the Worker on host" in second.log()
+    assert first.proc is not None
+    assert first.proc.wait(60) == 1  # the old Worker stops: its lease was taken
+    assert "is no longer this agent's lease" in first.log()
+    reply = c.wait_reply(e1["id"])
+    assert (reply["text"], reply["reply_kind"]) == ("slow done 3", "result")
+    wait_for(lambda: c.acked() >= 1)
+    quiet_for(1.0)
+    assert len(_replies(c, e1["id"])) == 1
+
+
+def test_a_stopped_worker_hands_over_at_once(connected: Connected, tmp_path: Path) -> None:
+    c = connected
+    first = c.worker(agent_cmd(TRICK))
+    second = c.worker(
+        agent_cmd(TRICK), workspace=tmp_path / "ws-bot-2", log_name="bot-2", wait_agent=False
+    )
+    wait_for(lambda: "standby:" in second.log())
+    assert first.stop() == 0  # SIGTERM: the lease is released on the way out
+    wait_for(lambda: "agent started" in second.log(), timeout=30)
+    e1 = c.say("alice", "@bot hi")
+    assert c.wait_reply(e1["id"])["text"] == "trick: @bot hi"
+
+
+def test_a_standby_worker_stops_cleanly_on_sigterm(connected: Connected, tmp_path: Path) -> None:
+    c = connected
+    c.worker(agent_cmd(TRICK))
+    second = c.worker(
+        agent_cmd(TRICK), workspace=tmp_path / "ws-bot-2", log_name="bot-2", wait_agent=False
+    )
+    wait_for(lambda: "standby:" in second.log())
+    assert second.proc is not None
+    os.kill(second.proc.pid, signal.SIGTERM)
+    assert second.proc.wait(30) == 0
