@@ -83,6 +83,26 @@ def test_same_id_under_another_binding_is_conflict_naming_the_recorded_one(
     assert (r["status"], r["reason"], r["data"]) == ("final", "conflict", {"binding": b["binding"]})
 
 
+def test_a_known_id_with_other_parts_is_conflict_and_posts_nothing(c_trick: Connected) -> None:
+    green = [{"type": "text", "text": "build 41 is green"}]
+    red = [{"type": "text", "text": "build 42 is RED"}]
+    first = _deliver(c_trick, {"binding": "$BINDING", "id": "builds", "parts": green})
+    assert first["status"] == "delivered"
+    r = _deliver(c_trick, {"binding": "$BINDING", "id": "builds", "parts": red})
+    assert (r["status"], r["reason"]) == ("final", "conflict")
+    assert r["data"]["why"] == "this delivery id was used for other parts"
+    texts = [x["text"] for x in c_trick.events()]
+    assert "build 42 is RED" not in texts and texts.count("build 41 is green") == 1
+
+
+def test_an_oversize_text_part_is_rejected_never_cut(c_trick: Connected) -> None:
+    parts = [{"type": "text", "text": "$BIG"}]
+    r = _deliver(c_trick, {"binding": "$BINDING", "id": "big", "parts": parts})
+    assert (r["status"], r["reason"]) == ("final", "rejected")
+    assert r["data"]["part"] == 0 and "70,000 characters" in r["data"]["why"]
+    assert not [x for x in c_trick.events() if x["text"].startswith("xxxxxxxxxx")]
+
+
 def test_another_workers_binding_is_not_mine(c_trick: Connected) -> None:
     r = _deliver(c_trick, {"binding": "f" * 32 + ".abc", "id": "d3", "parts": _parts("/x")})
     assert (r["status"], r["reason"]) == ("final", "not_mine")

@@ -6,12 +6,14 @@ in shapes the SDK would never send."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from conftest import AGENTS, Connected, agent_cmd, wait_for
-from hubproc import HubProcess
+from hubproc import HubProcess, make_setup
 
 
 @pytest.fixture
@@ -131,3 +133,32 @@ def test_a_reply_past_the_limit_says_it_was_cut_and_is_not_buffered(
     assert w.proc is not None
     # Keeping the whole text would take ≥ 300 MiB; the Worker keeps 60,000 characters.
     assert _peak_rss_kib(w.proc.pid) < 200 * 1024
+
+
+def test_a_wake_up_older_than_the_hubs_key_lifetime_is_not_run_but_answered(
+    make_hub: Callable[..., HubProcess], tmp_path: Path
+) -> None:
+    """On a hub that keeps keys 10 s, a wake-up is run within 9 s of its event only (past
+    that an earlier reply could not be found by its key, and the Turn could run twice);
+    an older one gets a reply saying why it was not run. Delivery is not declared there."""
+    hub = make_hub(extra_args=["--key-ttl-seconds", "10"])
+    c = Connected(make_setup(hub, ["alice", "carol"], ["bot", "helper"]), tmp_path)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    old = c.say("helper", "@bot from long ago")
+    made = time.time()
+    wait_for(lambda: time.time() - made > 10, timeout=30)  # the key lifetime passes
+    try:
+        w = c.worker(agent_cmd(RAW), env={"RAW_MARKER_DIR": str(marks)})
+        reply = _one_reply(c, old["id"])
+        assert reply["reply_kind"] == "error"
+        assert "this wake-up was not run: it is older than the hub keeps reply keys" in (
+            reply["text"]
+        )
+        assert not list(marks.iterdir())  # the agent was never prompted
+        fresh = c.say("alice", "@bot now")
+        assert _one_reply(c, fresh["id"])["text"] == "raw: @bot now"
+        assert "the hub keeps Idempotency-Keys 10 s; deliveries need 86400 s" in w.log()
+    finally:
+        for worker in c.workers:
+            worker.stop()

@@ -84,3 +84,36 @@ def test_hub_outage_during_a_turn_the_reply_waits_and_posts_once(
     finally:
         for worker in c.workers:
             worker.stop()
+
+
+def test_kill_9_between_a_file_and_the_text_does_not_run_the_turn_again(
+    connected: Connected, tmp_path: Path
+) -> None:
+    """The Turn journal (docs/connect.md "Turns"): part of the reply landed before the
+    kill, so the restarted Worker says the Turn was interrupted instead of running the
+    agent a second time; the file is in the room once."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    repo = tmp_path / "repo-bot"
+    repo.mkdir()
+    (repo / "out.txt").write_text("the first run's file\n")
+    env = {"TRICK_MARKER_DIR": str(marks), "AGENTPOST_CONNECT_CRASH_POINT": "after_files"}
+    w = connected.worker(agent_cmd(TRICK), env=env, repo=repo)
+    e1 = connected.say("helper", f"@bot link {(repo / 'out.txt').as_uri()}")
+    assert w.proc is not None
+    assert w.proc.wait(60) == -9  # killed right after the file, before the text
+    media = [e for e in connected.events() if e["type"] == "media"]
+    assert len(media) == 1
+    assert connected.replies_to(e1["id"]) == []
+    (repo / "out.txt").write_text("a second run would make another file\n")
+    del w.env["AGENTPOST_CONNECT_CRASH_POINT"]
+    w.start()
+    reply = connected.wait_reply(e1["id"])
+    assert reply["reply_kind"] == "error"
+    assert "interrupted after part of its reply was posted" in reply["text"]
+    wait_for(lambda: connected.acked() >= 1)
+    quiet_for(1.0)
+    assert _prompts(marks) == 1  # the agent was not asked again
+    assert len([e for e in connected.events() if e["type"] == "media"]) == 1
+    assert len(connected.replies_to(e1["id"])) == 1
+    assert not list((tmp_path / "ws-bot" / "turns").iterdir())  # the journal is done with

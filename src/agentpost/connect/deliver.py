@@ -45,6 +45,7 @@ NOT_MINE = "not_mine"
 STOP_SECONDS = 23 * 3600
 MAX_PARTS = 32
 MAX_ID = 200
+MAX_TEXT = 65536  # the hub's limit on a message's text (characters)
 
 Admitted = Callable[[str, str], Awaitable[bool]]
 # Why the hub says a binding's sender can no longer be answered in its room (left it, was
@@ -170,6 +171,9 @@ class Deliveries:
             expires = _iso(entry.first_seen + STOP_SECONDS)
             if entry.binding != binding:
                 return final(CONFLICT, {"binding": entry.binding}, expires)
+            if entry.parts != parts:  # the same id for other parts is no resend (§6)
+                why = "this delivery id was used for other parts"
+                return final(CONFLICT, {"binding": entry.binding, "why": why}, expires)
             if entry.result is not None:
                 return entry.result
             return await self._post(entry)
@@ -203,6 +207,11 @@ class Deliveries:
             return final(REJECTED, {"binding": binding, "why": "collaborator no longer listed"}, expires)
         if not self.enabled:
             return retry(f"delivery is paused: {self.reason}", expires)
+        for i, part in enumerate(parts):  # never cut: a text the hub cannot take is refused
+            size = len(part["text"].strip()) if part["type"] == "text" else 0
+            if size > MAX_TEXT:
+                why = f"text of {size:,} characters; the hub takes at most {MAX_TEXT:,}"
+                return final(REJECTED, {"part": i, "why": why}, expires)
         entry = Entry(did, binding, b.room, self.worker_id, parts, first_seen=now)
         _crash("before_first_seen")
         try:
@@ -273,7 +282,7 @@ class Deliveries:
         self, room: str, part: dict[str, Any], key: str, export_dir: Path | None
     ) -> str:
         if part["type"] == "text":
-            res = await self.client.post_message(room, part["text"].strip()[:60000], key=key)
+            res = await self.client.post_message(room, part["text"].strip(), key=key)
         else:
             if export_dir is None:
                 raise EgressRefused("the binding's export folder is gone")

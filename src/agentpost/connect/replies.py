@@ -17,6 +17,7 @@ from typing import BinaryIO, TypeVar
 
 from agentpost.client import AsyncHubClient, HubError, HubRefused, PostResult
 from agentpost.connect import keys
+from agentpost.connect.crash import crash_point
 from agentpost.connect.egress import EgressRefused, EgressRoots
 
 log = logging.getLogger("agentpost.connect.replies")
@@ -148,6 +149,8 @@ async def post_turn(
         for f in files:
             if f.fd >= 0:
                 os.close(f.fd)
+    if out.files:
+        crash_point("after_files")
     if out.refused:
         notice = "Not sent: " + "; ".join(out.refused)
         try:

@@ -8,7 +8,8 @@ failure tests. Start flag: `--crash-at-start`. The first word of the prompt text
   hang       never answer (ignores cancel)               slow N  answer after N s (ignores cancel)
   link URI   return URI as a resource_link               perm    ask for permission, report
   ext        call an unknown `_x/unknown`, report error  env     report what the env holds
-  deliver J  send `_ag2/deliver` with the JSON J ($BINDING, $EXPORT replaced), reply its result
+  deliver J  send `_ag2/deliver` with the JSON J ($BINDING, $EXPORT replaced, $BIG: 70,000
+             characters), reply its result
   binding    reply the Session's `_meta["ag2/delivery"]` (or "none")
   deliver-and-exit J  write the `_ag2/deliver` frame for J on stdout, then exit at once
   rawext     send `_x/unknown` with no params and `_ag2/deliver` with params a list, as raw
@@ -160,6 +161,7 @@ class TrickAgent:
             d = self.delivery.get(session_id) or {"binding": "", "export_dir": ""}
             raw = text.split("deliver", 1)[1].strip()
             raw = raw.replace("$BINDING", d["binding"]).replace("$EXPORT", d["export_dir"])
+            raw = raw.replace("$BIG", "x" * 70000)
             try:
                 result = await self.conn.ext_method("ag2/deliver", json.loads(raw))
                 await self.say(session_id, json.dumps(result, sort_keys=True))
