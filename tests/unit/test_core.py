@@ -77,3 +77,20 @@ def test_fast_canonical_path_equals_the_reference_jcs(value: object) -> None:
     import rfc8785
 
     assert canonical(value) == rfc8785.dumps(value)
+
+
+def test_an_integral_float_is_taken_where_an_int_is_wanted_and_nowhere_else() -> None:
+    """JSON has one number type: `3.0` is a valid JSON Schema integer (hub/decode.py)."""
+    from agentpost.core.errors import RequestError
+    from agentpost.hub.decode import decode_json
+    from agentpost.hub.schemas import AckIn, MessageIn
+
+    assert decode_json(b'{"cursor": 3.0, "fence": 2.0}', AckIn) == AckIn(cursor=3, fence=2)
+    assert decode_json(b'{"text": "x", "metadata": {"a": 1.0}}', MessageIn).metadata == {"a": 1.0}
+    for bad in (b'{"cursor": 3.5}', b'{"cursor": "3"}', b'{"cursor": 1e300}', b'{"cursor": -1.0}'):
+        try:
+            decode_json(bad, AckIn)
+        except RequestError as exc:
+            assert exc.code == "invalid_request"
+        else:
+            raise AssertionError(f"{bad!r} was taken")

@@ -3,6 +3,7 @@ code (§3)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, TypeVar
 
 import msgspec
@@ -56,10 +57,50 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
+_INT_FROM_FLOAT = re.compile(r"^Expected `int(?: \| null)?`, got `float` - at `(\$[^`]*)`$")
+_PATH_STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
+
+
+def _with_integral_floats(raw: bytes, type_: type[T], exc: msgspec.ValidationError) -> T | None:
+    """JSON has one number type: `35.0` is a valid JSON Schema integer (and what fuzzers and
+    some clients send). Where the decoder wants an `int` and finds an integral float, take
+    it as that int, at that place only (a float elsewhere, in metadata say, is kept)."""
+    value: Any = None
+    for _ in range(16):
+        wants_int = _INT_FROM_FLOAT.match(str(exc))
+        if wants_int is None:
+            return None
+        path = wants_int.group(1)
+        if value is None:
+            value = msgspec.json.decode(raw)
+        steps = _PATH_STEP.findall(path[1:]) if path.startswith("$") else []
+        if not steps or "".join(f".{n}" if n else f"[{i}]" for n, i in steps) != path[1:]:
+            return None
+        parent, last = value, steps[-1]
+        try:
+            for name, index in steps[:-1]:
+                parent = parent[name] if name else parent[int(index)]
+            where: Any = last[0] if last[0] else int(last[1])
+            found = parent[where]
+        except (KeyError, IndexError, TypeError):
+            return None
+        if not isinstance(found, float) or not found.is_integer():
+            return None
+        parent[where] = int(found)
+        try:
+            return msgspec.convert(value, type=type_)
+        except msgspec.ValidationError as again:
+            exc = again
+    return None
+
+
 def decode_json(raw: bytes, type_: type[T]) -> T:
     try:
         return msgspec.json.decode(raw, type=type_)
     except msgspec.ValidationError as exc:
+        fixed = _with_integral_floats(raw, type_, exc)
+        if fixed is not None:
+            return fixed
         text = str(exc)
         field = text.rsplit("at `", 1)[1].rstrip("`") if "at `" in text else None
         for regex, words in RULES_IN_WORDS.items():

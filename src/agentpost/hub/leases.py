@@ -17,12 +17,11 @@ the Worker lease in one place.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from agentpost.core.clock import now_ms, rfc3339
 from agentpost.core.errors import Code, RequestError
+from agentpost.hub.schemas import LeaseHolder
 from agentpost.store import leases
 from agentpost.store.engine import Db, Tx
 from agentpost.store.models import Lease, Member
@@ -36,7 +35,7 @@ class LeaseHeld(RequestError):
             Code.LEASE_HELD,
             f"another Worker serves this agent: host {holder.host!r}, pid {holder.pid}, "
             f"since {rfc3339(holder.since)}",
-            holder=holder_out(holder),
+            holder=msgspec.to_builtins(holder_out(holder)),
         )
 
 
@@ -50,22 +49,24 @@ class LeaseLost(RequestError):
         super().__init__(
             Code.LEASE_LOST,
             f"Worker fence {fence} is no longer this agent's lease{who}",
-            holder=holder_out(holder) if holder is not None and holder.fence > 0 else None,
+            holder=msgspec.to_builtins(holder_out(holder))
+            if holder is not None and holder.fence > 0
+            else None,
         )
 
 
-def holder_out(lease: Lease, now: int | None = None) -> dict[str, Any]:
+def holder_out(lease: Lease, now: int | None = None) -> LeaseHolder:
     """The lease as the API shows it (no worker id: it names a workspace on some machine)."""
     at = now_ms() if now is None else now
-    return {
-        "host": lease.host,
-        "pid": lease.pid,
-        "fence": lease.fence,
-        "since": rfc3339(lease.since),
-        "renewed_at": rfc3339(lease.renewed_at),
-        "expires_at": rfc3339(lease.expires_at),
-        "live": live(lease, at),
-    }
+    return LeaseHolder(
+        host=lease.host,
+        pid=lease.pid,
+        fence=lease.fence,
+        since=rfc3339(lease.since),
+        renewed_at=rfc3339(lease.renewed_at),
+        expires_at=rfc3339(lease.expires_at),
+        live=live(lease, at),
+    )
 
 
 def live(lease: Lease, now: int) -> bool:

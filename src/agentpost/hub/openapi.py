@@ -21,6 +21,12 @@ from agentpost.hub.schemas import (
     CancelIn,
     DeliveryOut,
     Event,
+    FenceIn,
+    LeaseCurrent,
+    LeaseIn,
+    LeaseReleased,
+    LeaseReply,
+    LeaseTaken,
     MediaOut,
     MemberIn,
     MemberOut,
@@ -221,6 +227,7 @@ _STRUCTS += [MemberList]
 _STRUCTS += [DeliveryReply]  # delivery state (docs/delivery.md)
 _STRUCTS += [PresenceList]  # presence (docs/presence.md)
 _STRUCTS += [SearchReply]  # search (docs/search.md)
+_STRUCTS += [LeaseIn, FenceIn, LeaseTaken, LeaseReply, LeaseCurrent, LeaseReleased]  # §6
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -657,7 +664,7 @@ def _operations() -> dict[str, dict[str, Any]]:
             "post": _op(
                 "ack_inbox",
                 (200, _json("InboxCursor")),
-                [*AUTH, *BODY, *WRITE],
+                [*AUTH, *BODY, *WRITE, Code.LEASE_LOST],
                 security=MEMBER,
                 body="AckIn",
             )
@@ -692,7 +699,44 @@ def _operations() -> dict[str, dict[str, Any]]:
             )
         },
         **_thread_operations(),
+        **_lease_operations(),
         **_page_operations(),
+    }
+
+
+def _lease_operations() -> dict[str, dict[str, Any]]:
+    """One Worker per agent member (docs/connect.md "One Worker")."""
+    lease_refusals = [*AUTH, *BODY, *WRITE, Code.LEASE_LOST]
+    return {
+        "/v1/worker/lease": {
+            "post": _op(
+                "take_worker_lease",
+                (200, _json("LeaseTaken")),
+                [*AUTH, *BODY, *WRITE, Code.FORBIDDEN, Code.LEASE_HELD],
+                security=MEMBER,
+                body="LeaseIn",
+            ),
+            "get": _op("worker_lease", (200, _json("LeaseCurrent")), [*AUTH, *WRITE],
+                       security=MEMBER),
+        },
+        "/v1/worker/lease/renew": {
+            "post": _op(
+                "renew_worker_lease",
+                (200, _json("LeaseReply")),
+                [*lease_refusals, Code.FORBIDDEN],
+                security=MEMBER,
+                body="FenceIn",
+            )
+        },
+        "/v1/worker/lease/release": {
+            "post": _op(
+                "release_worker_lease",
+                (200, _json("LeaseReleased")),
+                lease_refusals,
+                security=MEMBER,
+                body="FenceIn",
+            )
+        },
     }
 
 

@@ -73,7 +73,7 @@ class CancelIn(msgspec.Struct, forbid_unknown_fields=True):
     agent: Name | None = None
 
 
-Fence = Annotated[int, msgspec.Meta(ge=1, le=2**53)]
+Fence = Annotated[int, msgspec.Meta(ge=1)]
 
 
 class AckIn(msgspec.Struct, forbid_unknown_fields=True):
@@ -87,7 +87,7 @@ class LeaseIn(msgspec.Struct, forbid_unknown_fields=True):
 
     worker_id: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{32}$")]
     host: Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
-    pid: Annotated[int, msgspec.Meta(ge=0, le=2**31)]
+    pid: Annotated[int, msgspec.Meta(ge=0)]
     takeover: bool = False
 
 
@@ -147,14 +147,48 @@ class MemberOut(msgspec.Struct):
     owner: str | None
 
 
+class LeaseHolder(msgspec.Struct):
+    """A Worker's lease on an agent member (docs/connect.md "One Worker"): where it runs,
+    its fencing number, since when, and whether it is live (renewed within the lease)."""
+
+    host: str
+    pid: int
+    fence: int
+    since: str
+    renewed_at: str
+    expires_at: str
+    live: bool
+
+
+class LeaseOut(LeaseHolder):
+    lease_seconds: float
+
+
+class LeaseTaken(msgspec.Struct):
+    lease: LeaseOut
+    replaced: LeaseHolder | None  # the live lease this one took over (`takeover`)
+
+
+class LeaseReply(msgspec.Struct):
+    lease: LeaseOut
+
+
+class LeaseCurrent(msgspec.Struct):
+    lease: LeaseHolder | None
+
+
+class LeaseReleased(msgspec.Struct):
+    released: bool
+
+
 class MemberSeen(MemberOut):
     """A member with their presence (docs/presence.md): `online` when seen in the last 60 s;
     `last_seen` null when never seen."""
 
     online: bool
     last_seen: str | None
-    # An agent's Worker lease (§6 "One Worker"): host, pid, since, live; null when none ran.
-    worker: dict[str, Any] | None = None
+    # An agent's Worker lease (§6 "One Worker"); null when no Worker ever ran.
+    worker: LeaseHolder | None = None
 
 
 class MediaOut(msgspec.Struct):

@@ -10,7 +10,15 @@ from starlette.responses import Response
 from agentpost.hub import auth, leases
 from agentpost.hub.decode import read_json
 from agentpost.hub.errors import json_response
-from agentpost.hub.schemas import FenceIn, LeaseIn
+from agentpost.hub.schemas import (
+    FenceIn,
+    LeaseCurrent,
+    LeaseIn,
+    LeaseOut,
+    LeaseReleased,
+    LeaseReply,
+    LeaseTaken,
+)
 from agentpost.hub.state import hub_of
 from agentpost.store import leases as lease_rows
 from agentpost.store.models import Lease
@@ -20,8 +28,10 @@ def _lease_ms(request: Request) -> int:
     return int(hub_of(request).config.worker_lease_seconds * 1000)
 
 
-def _out(lease: Lease, lease_ms: int) -> dict[str, object]:
-    return {**leases.holder_out(lease), "lease_seconds": lease_ms / 1000}
+def _out(lease: Lease, lease_ms: int) -> LeaseOut:
+    return LeaseOut(
+        **msgspec.structs.asdict(leases.holder_out(lease)), lease_seconds=lease_ms / 1000
+    )
 
 
 async def take(request: Request) -> Response:
@@ -34,10 +44,10 @@ async def take(request: Request) -> Response:
             tx, member, body.worker_id, body.host, body.pid, body.takeover, ms
         )
     )
-    out = {
-        "lease": _out(new, ms),
-        "replaced": leases.holder_out(replaced) if replaced is not None else None,
-    }
+    out = LeaseTaken(
+        lease=_out(new, ms),
+        replaced=leases.holder_out(replaced) if replaced is not None else None,
+    )
     return json_response(200, msgspec.json.encode(out))
 
 
@@ -47,7 +57,7 @@ async def renew(request: Request) -> Response:
     body = await read_json(request, FenceIn, hub.config.max_json_bytes)
     ms = _lease_ms(request)
     lease = await hub.engine.write(lambda tx: leases.renew(tx, member, body.fence, ms))
-    return json_response(200, msgspec.json.encode({"lease": _out(lease, ms)}))
+    return json_response(200, msgspec.json.encode(LeaseReply(lease=_out(lease, ms))))
 
 
 async def release(request: Request) -> Response:
@@ -55,7 +65,7 @@ async def release(request: Request) -> Response:
     member = await auth.member(request, hub)
     body = await read_json(request, FenceIn, hub.config.max_json_bytes)
     await hub.engine.write(lambda tx: leases.release(tx, member, body.fence))
-    return json_response(200, b'{"released":true}')
+    return json_response(200, msgspec.json.encode(LeaseReleased(released=True)))
 
 
 async def current(request: Request) -> Response:
@@ -64,4 +74,4 @@ async def current(request: Request) -> Response:
     member = await auth.member(request, hub)
     found = await hub.engine.read(lambda db: lease_rows.get(db, member.id))
     shown = leases.holder_out(found) if found is not None and found.fence > 0 else None
-    return json_response(200, msgspec.json.encode({"lease": shown}))
+    return json_response(200, msgspec.json.encode(LeaseCurrent(lease=shown)))
