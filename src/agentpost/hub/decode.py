@@ -84,8 +84,8 @@ def _with_integral_floats(raw: bytes, type_: type[T], exc: msgspec.ValidationErr
             found = parent[where]
         except (KeyError, IndexError, TypeError):
             return None
-        if not isinstance(found, float) or not found.is_integer():
-            return None
+        if not isinstance(found, float) or not found.is_integer() or abs(found) >= 2**63:
+            return None  # (the JSON decoder refuses ints outside int64; so do we)
         parent[where] = int(found)
         try:
             return msgspec.convert(value, type=type_)
