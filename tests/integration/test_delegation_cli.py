@@ -39,7 +39,11 @@ def test_delegation_walkthrough(hub: HubProcess) -> None:
             hub, "post", "launch", "-t", "@writer please draft", "--json", token=tok["planner"]
         ).stdout
     )["event"]
-    assert e1["metadata"] == {"delegated_by": "planner", "delegated_to": ["writer"]}
+    assert e1["metadata"] == {
+        "delegated_by": "planner",
+        "delegated_to": ["writer"],
+        "delegation_depth": 1,
+    }
     got = json.loads(run(hub, "inbox", "--json", token=tok["writer"]).stdout)
     assert [i["event"]["id"] for i in got["items"]] == [e1["id"]]
     r = json.loads(

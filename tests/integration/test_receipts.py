@@ -19,7 +19,7 @@ def room(hub: HubProcess) -> Room:
 
 def delegate(room: Room) -> dict[str, Any]:
     e1 = room.say("a", "@b please draft the report")
-    assert e1["metadata"] == {"delegated_by": "a", "delegated_to": ["b"]}
+    assert e1["metadata"] == {"delegated_by": "a", "delegated_to": ["b"], "delegation_depth": 1}
     return e1
 
 
@@ -45,21 +45,21 @@ def test_duplicate_receipt_still_honours_onward_mentions(room: Room) -> None:
     reply(room, e1, "result")
     dup = reply(room, e1, "result", "again, and @c take a look")
     assert (dup["targets"], dup["route"]) == (["c"], "receipt_duplicate")
-    assert dup["metadata"] == {"delegated_by": "b", "delegated_to": ["c"]}
+    assert dup["metadata"] == {"delegated_by": "b", "delegated_to": ["c"], "delegation_depth": 2}
 
 
 def test_mentioning_the_delegator_is_still_a_plain_receipt(room: Room) -> None:
     e1 = delegate(room)
     r = reply(room, e1, "result", "@a here it is")
     assert (r["targets"], r["route"]) == (["a"], "receipt")
-    assert r["metadata"] == {}
+    assert r["metadata"] == {"delegation_depth": 1}
 
 
 def test_mentioning_a_third_agent_routes_to_both_and_marks_onward(room: Room) -> None:
     e1 = delegate(room)
     r = reply(room, e1, "result", "done; @c please review")
     assert (r["targets"], r["route"]) == (["a", "c"], "receipt")
-    assert r["metadata"] == {"delegated_by": "b", "delegated_to": ["c"]}
+    assert r["metadata"] == {"delegated_by": "b", "delegated_to": ["c"], "delegation_depth": 2}
     back = room.say("c", "looks fine", in_reply_to=r["id"], reply_kind="result")
     assert (back["targets"], back["route"]) == (["b"], "receipt")
 
@@ -175,14 +175,18 @@ def test_receipt_to_a_removed_delegator_is_suppressed_onward_still_routes(
     assert (r["targets"], r["route"]) == ([], "receipt_undeliverable")
     onward = reply(room, e1, "result", "@c please take over")
     assert (onward["targets"], onward["route"]) == (["c"], "receipt_undeliverable")
-    assert onward["metadata"] == {"delegated_by": "b", "delegated_to": ["c"]}
+    assert onward["metadata"] == {
+        "delegated_by": "b",
+        "delegated_to": ["c"],
+        "delegation_depth": 2,
+    }
 
 
 @pytest.mark.parametrize("how", ["soft", "hard", "room"])
 def test_master_removed_star_routes_no_receipt_to_it(room: Room, how: str) -> None:
     room.settings("hana", mode="master", master="a")
     e1 = room.say("a", "@b go")
-    assert e1["metadata"] == {"delegated_by": "a", "delegated_to": ["b"]}
+    assert e1["metadata"] == {"delegated_by": "a", "delegated_to": ["b"], "delegation_depth": 1}
     remove(room.hub, "a", how, room)
     r = reply(room, e1, "result", "done @c")  # sub-agent: onward mentions ignored in a star
     assert (r["targets"], r["route"]) == ([], "receipt_undeliverable")
@@ -193,4 +197,4 @@ def test_receipt_in_master_mode_goes_to_the_delegating_master(room: Room) -> Non
     e1 = room.say("a", "@b go")
     r = reply(room, e1, "result", "done, @c fyi")
     assert (r["targets"], r["route"]) == (["a"], "receipt")
-    assert r["metadata"] == {}
+    assert r["metadata"] == {"delegation_depth": 1}

@@ -47,6 +47,7 @@ def test_server_owned_metadata_is_stripped_on_ingress(room: Room) -> None:
         "delegated_to": ["a"],
         "receipt_from": ["a"],
         "needs_input_from": {"a": 1},
+        "delegation_depth": 99,
         "ticket": 7,
     }
     ev = room.say("b", "no mention here", metadata=forged)
@@ -60,7 +61,11 @@ def test_server_owned_metadata_is_stripped_on_ingress(room: Room) -> None:
 def test_agent_mention_of_agents_is_a_marked_delegation(room: Room) -> None:
     ev = room.say("a", "@b and @c please check, cc @hana")
     assert ev["targets"] == ["b", "c", "hana"] and ev["route"] == "mention"
-    assert ev["metadata"] == {"delegated_by": "a", "delegated_to": ["b", "c"]}
+    assert ev["metadata"] == {
+        "delegated_by": "a",
+        "delegated_to": ["b", "c"],
+        "delegation_depth": 1,
+    }
     assert inbox(room.hub, room.tokens["b"]) == [ev["id"]]
 
 
@@ -130,7 +135,7 @@ def test_master_mode_is_a_star(room: Room) -> None:
     assert (sub["targets"], sub["route"]) == (["a"], "master")
     master = room.say("a", "@b please")  # the master delegates by mention
     assert master["targets"] == ["b"]
-    assert master["metadata"] == {"delegated_by": "a", "delegated_to": ["b"]}
+    assert master["metadata"] == {"delegated_by": "a", "delegated_to": ["b"], "delegation_depth": 1}
 
 
 @pytest.mark.parametrize("how", ["soft", "hard", "room"])

@@ -162,3 +162,53 @@ def test_db_migrate_json_names_the_database_without_its_password(
         assert out["database"] == f"SQLite {tmp_path / 'm' / 'hub.sqlite3'}"
         assert _mode(tmp_path / "m") == 0o700
         assert _mode(tmp_path / "m" / "hub.sqlite3") == 0o600
+
+
+# -- one hub per SQLite data dir (DESIGN.md §15) -------------------------------------------
+
+
+@pytest.mark.sqlite_only
+def test_a_second_hub_on_one_sqlite_data_dir_is_refused_in_one_line(make_hub) -> None:  # noqa: ANN001
+    hub = make_hub()
+    assert hub.proc is not None
+    p = _serve(hub.data_dir, "--port", "0")  # another port, the same data dir
+    _one_line_error(
+        p,
+        f"another hub (pid {hub.proc.pid}, {hub.url}) already serves {hub.data_dir}; "
+        "stop it first or use another --data",
+    )
+    assert p.stdout == ""  # refused before it opened the database (no "database:" line)
+    assert _mode(hub.data_dir / "hub.lock") == 0o600
+    s = make_setup(hub, ["alice"], [])  # the first one still serves
+    with hub.client(s.tokens["alice"]) as c:
+        assert c.post(f"/v1/rooms/{s.room}/messages", json={"text": "hi"}).status_code == 201
+
+
+@pytest.mark.sqlite_only
+def test_after_kill_9_of_the_hub_a_new_one_starts_on_its_data_dir(make_hub) -> None:  # noqa: ANN001
+    hub = make_hub()
+    s = make_setup(hub, ["alice"], [])
+    hub.kill()  # SIGKILL: no shutdown ran, the kernel released the lock
+    again = make_hub()
+    assert again.data_dir == hub.data_dir
+    assert again.proc is not None
+    lock = json.loads((again.data_dir / "hub.lock").read_text())
+    assert lock == {"pid": again.proc.pid, "url": again.url}
+    with again.client(s.tokens["alice"]) as c:
+        assert c.get(f"/v1/rooms/{s.room}").status_code == 200
+    p = _serve(again.data_dir, "--port", "0")
+    _one_line_error(p, f"another hub (pid {again.proc.pid}, {again.url}) already serves")
+
+
+def test_a_data_dir_with_postgres_allows_several_hub_processes(
+    engine: str | None,
+    make_hub,  # noqa: ANN001
+) -> None:
+    if engine is None:
+        pytest.skip("PostgreSQL only: on SQLite one hub serves a data dir")
+    first = make_hub()
+    second = make_hub()  # the same data dir and database, as hub processes behind a balancer
+    assert first.data_dir == second.data_dir and first.url != second.url
+    s = make_setup(first, ["alice"], [])
+    with second.client(s.tokens["alice"]) as c:
+        assert c.post(f"/v1/rooms/{s.room}/messages", json={"text": "hi"}).status_code == 201

@@ -209,6 +209,31 @@ def test_receipts_carry_badges_link_to_the_delegation_and_show_who_was_woken(
     assert "completed" not in page.locator("#timeline").inner_text()
 
 
+def test_a_delegations_depth_and_the_depth_limit_notice_are_shown(
+    page: Page, setup: Setup
+) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        r = c.patch(f"/v1/rooms/{setup.room}", json={"max_delegation_depth": 1})
+        assert r.status_code == 200, r.text
+    sign_in(page, setup.hub, setup.tokens["alice"])
+    open_room(page, "general")
+    bot, helper = setup.tokens["bot"], setup.tokens["helper"]
+    e1 = post(setup.hub, bot, setup.room, "@helper please check")
+    back = post(
+        setup.hub, helper, setup.room, "@bot done", in_reply_to=e1["id"], reply_kind="result"
+    )
+    stopped = post(setup.hub, bot, setup.room, "@helper once more", in_reply_to=back["id"])
+    assert stopped["route"] == "depth_limit"
+    delegation = page.locator(f'[data-event-id="{e1["id"]}"]')
+    expect(delegation.get_by_title("delegation depth 1 of at most 1 in this room")).to_have_text(
+        "depth 1/1"
+    )
+    expect(page.locator(f'[data-event-id="{stopped["id"]}"]')).to_contain_text("depth 2/1")
+    note = page.get_by_role("note").filter(has_text="Delegation depth limit")
+    expect(note).to_be_visible()
+    expect(note).to_contain_text("woke no one")
+
+
 def test_older_pages_load_on_scroll(page: Page, setup: Setup) -> None:
     with setup.hub.client(setup.tokens["bot"]) as c:
         for i in range(1, 131):

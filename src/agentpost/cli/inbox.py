@@ -129,6 +129,18 @@ def _preview(text: str, width: int = 60) -> str:
     default=None,
     help="Refuse messages that carry well-known secrets.",
 )
+@click.option(
+    "--max-delegation-depth",
+    type=int,
+    default=None,
+    help="How deep agents may delegate before their mentions wake no one (1-100).",
+)
+@click.option(
+    "--agent-wakeups-per-minute",
+    type=int,
+    default=None,
+    help="Agent-caused wake-ups per minute before agents' mentions wake no one.",
+)
 @hub_options
 @json_option
 def room_settings(
@@ -137,6 +149,8 @@ def room_settings(
     master: str | None,
     router: str | None,
     sensitive_filter: bool | None,
+    max_delegation_depth: int | None,
+    agent_wakeups_per_minute: int | None,
     hub: str,
     token: str | None,
     as_json: bool,
@@ -149,6 +163,8 @@ def room_settings(
             "master": master,
             "router": router,
             "sensitive_filter": sensitive_filter,
+            "max_delegation_depth": max_delegation_depth,
+            "agent_wakeups_per_minute": agent_wakeups_per_minute,
         }.items()
         if v is not None
     }
@@ -160,7 +176,7 @@ def room_settings(
         as_json,
         {"room": room},
         lambda: table(
-            ["id", "name", "mode", "master", "router", "sensitive filter"],
+            ["id", "name", "mode", "master", "router", "sensitive filter", "depth", "wake-ups/min"],
             [
                 [
                     room["id"],
@@ -169,6 +185,8 @@ def room_settings(
                     room["master"] if room["mode"] == "master" else None,
                     room["router"],
                     room["sensitive_filter"],
+                    room["max_delegation_depth"],
+                    room["agent_wakeups_per_minute"],
                 ]
             ],
         ),

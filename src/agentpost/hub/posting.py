@@ -94,10 +94,37 @@ def append_event(
     body = _encode(ev)
     events.insert(tx, room.id, seq, ev.id, body, text)
     inbox.add(tx, [m.id for m in decision.targets], room.id, seq)
+    for notice in decision.notices:
+        append_notice(tx, room, notice, about=ev.id)
     tx.notify(room_key(room.id))
     for m in decision.targets:
         tx.notify(inbox_key(m.id))
     return ev, body
+
+
+def append_notice(tx: Tx, room: Room, notice: routing.fences.Notice, about: str) -> None:
+    """A hub notice (type `notice`, sender kind `system`) right after the event it is
+    about, in the same transaction: a retried post replays its answer and never writes a
+    second one. It wakes no one; readers of the room see it (docs/delegation.md)."""
+    seq = rooms.next_seq(tx, room.id)
+    assert seq is not None  # the room's row is locked by this transaction
+    ev = Event(
+        id=notice.id,
+        room=room.id,
+        seq=seq,
+        sender=routing.fences.NOTICE_SENDER,
+        sender_kind="system",
+        type="notice",
+        text=notice.text,
+        attachments=[],
+        metadata=notice.metadata,
+        in_reply_to=about,
+        reply_kind=None,
+        targets=[],
+        created_at=rfc3339(now_ms()),
+        route="notice",
+    )
+    events.insert(tx, room.id, seq, ev.id, _encode(ev), notice.text)
 
 
 def refuse_secrets(room: Room, text: str) -> None:

@@ -26,6 +26,25 @@ RULES_IN_WORDS = {
     f"`str` matching regex {EVENT_ID_PATTERN!r}": EVENT_ID_RULE,
 }
 ReplyKind = Literal["result", "error", "needs_input", "cancelled"]
+# The fences against runaway agent traffic (docs/delegation.md "Depth and budget").
+MaxDelegationDepth = Annotated[
+    int,
+    msgspec.Meta(
+        ge=1,
+        le=100,
+        description="how deep a chain of delegations may go before an agent's mentions "
+        "wake no one (route `depth_limit`); 1-100, default 8",
+    ),
+]
+AgentWakeupsPerMinute = Annotated[
+    int,
+    msgspec.Meta(
+        ge=1,
+        le=100000,
+        description="agent-caused wake-ups per minute before an agent's mentions wake no "
+        "one (route `wake_budget`); 1-100000, default 120",
+    ),
+]
 RouterPolicy = Literal["none", "sole-agent", "llm"]
 
 
@@ -47,6 +66,8 @@ class RoomIn(msgspec.Struct, forbid_unknown_fields=True):
     participants: list[Name] = []
     sensitive_filter: bool = False
     router: RouterPolicy = "sole-agent"
+    max_delegation_depth: MaxDelegationDepth = 8
+    agent_wakeups_per_minute: AgentWakeupsPerMinute = 120
 
 
 class RoomSettingsIn(msgspec.Struct, forbid_unknown_fields=True):
@@ -56,6 +77,8 @@ class RoomSettingsIn(msgspec.Struct, forbid_unknown_fields=True):
     master: Name | None = None
     router: RouterPolicy | None = None
     sensitive_filter: bool | None = None
+    max_delegation_depth: MaxDelegationDepth | None = None
+    agent_wakeups_per_minute: AgentWakeupsPerMinute | None = None
 
 
 class MessageIn(msgspec.Struct, forbid_unknown_fields=True):
@@ -137,6 +160,8 @@ class RoomOut(msgspec.Struct):
     last_seq: int
     participants: list[str]
     router: str = "sole-agent"
+    max_delegation_depth: int = 8
+    agent_wakeups_per_minute: int = 120
 
 
 class MemberOut(msgspec.Struct):

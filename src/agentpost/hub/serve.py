@@ -1,8 +1,8 @@
 """Running the hub: uvicorn on one loopback port, the "listening on" line (§3 Starting).
 
-Everything that can go wrong at start (the data dir, the port, the database) is tried
-before uvicorn runs, so a mistake ends in one line naming it (`StartError`), never a
-traceback.
+Everything that can go wrong at start (the data dir, another hub on it, the port, the
+database) is tried before uvicorn runs, so a mistake ends in one line naming it
+(`StartError`), never a traceback.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from starlette.applications import Starlette
 from agentpost.core.errors import AgentpostError
 from agentpost.hub.app import admin_token_hash, create_app
 from agentpost.hub.config import HubConfig
+from agentpost.hub.datalock import DataDirBusy, DataDirLock, needs_lock
 from agentpost.hub.protocol import protocol_class
 from agentpost.hub.state import Hub
 from agentpost.store.engine import Engine
@@ -58,19 +59,32 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _prepare(config: HubConfig) -> tuple[socket.socket, Engine]:
-    """The data dir (0700), the admin token, the port and the open database."""
+def _prepare(config: HubConfig) -> tuple[DataDirLock | None, socket.socket, Engine]:
+    """The data dir (0700), its lock (SQLite: one hub per data dir, §15), the admin token,
+    the port and the open database."""
+    lock = None
     try:
         private_dir(config.data_dir)
+        if needs_lock(config.db_url):
+            lock = DataDirLock(config.data_dir)
         admin_token_hash(config.data_dir)
+    except DataDirBusy as exc:
+        raise StartError(str(exc)) from exc
     except OSError as exc:
+        if lock is not None:
+            lock.release()
         raise StartError(
             f"cannot use the data dir {config.data_dir}: {exc.strerror or exc} "
             "(pick another with --data or AGENTPOST_HOME)"
         ) from exc
-    sock = bind(config.host, config.port)
     try:
-        return sock, open_engine(config.db_url, config.data_dir)
+        sock = bind(config.host, config.port)
+    except StartError:
+        if lock is not None:
+            lock.release()
+        raise
+    try:
+        return lock, sock, open_engine(config.db_url, config.data_dir)
     except AgentpostError as exc:
         sock.close()
         raise StartError(f"cannot open the database: {exc.message}") from exc
@@ -140,12 +154,14 @@ def serve(config: HubConfig, log_level: str = "warning") -> None:
     # Whatever the hub writes from here on (blobs, temp files) is the user's alone.
     os.umask(UMASK)
     try:
-        sock, engine = _prepare(config)
+        lock, sock, engine = _prepare(config)
     except StartError as exc:
         print(f"agentpost serve: {exc}", file=sys.stderr, flush=True)
         sys.exit(1)
     port = sock.getsockname()[1]
     host = f"[{config.host}]" if ":" in config.host else config.host
+    if lock is not None:
+        lock.record(f"http://{host}:{port}")  # held until this process ends
     app = create_app(config, engine)
     ucfg = uvicorn.Config(
         app,

@@ -33,6 +33,8 @@ class Room(msgspec.Struct, frozen=True):
     sensitive_filter: bool
     last_seq: int
     router: str = "sole-agent"
+    max_delegation_depth: int = 8
+    agent_wakeups_per_minute: int = 120
 
 
 class KeyRecord(msgspec.Struct, frozen=True):

@@ -8,7 +8,11 @@ from agentpost.store import members
 from agentpost.store.engine import Db, Row
 from agentpost.store.models import Member, Room
 
-_COLS = "id, workspace_id, name, kind, mode, master, archived, owner, sensitive_filter, last_seq, router"
+_COLS = (
+    "id, workspace_id, name, kind, mode, master, archived, owner, sensitive_filter, last_seq,"
+    " router, max_delegation_depth, agent_wakeups_per_minute"
+)
+_N = len(_COLS.split(","))  # the columns after these in a wider row start here
 
 
 def _room(row: Row) -> Room:
@@ -24,6 +28,8 @@ def _room(row: Row) -> Room:
         sensitive_filter=bool(row[8]),
         last_seq=int(row[9]),
         router=row[10],
+        max_delegation_depth=int(row[11]),
+        agent_wakeups_per_minute=int(row[12]),
     )
 
 
@@ -37,13 +43,16 @@ def create_room(
     owner: str | None,
     sensitive_filter: bool,
     router: str = "sole-agent",
+    max_delegation_depth: int = 8,
+    agent_wakeups_per_minute: int = 120,
 ) -> Room | None:
     """The new room, or None when the name is taken in the workspace."""
     if db.one("SELECT 1 FROM rooms WHERE workspace_id = ? AND name = ?", (workspace_id, name)):
         return None
     rid = new_id("rm")
     db.run(
-        f"INSERT INTO rooms ({_COLS}, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0, ?, ?)",
+        f"INSERT INTO rooms ({_COLS}, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0, ?, ?, ?, ?)",
         (
             rid,
             workspace_id,
@@ -54,6 +63,8 @@ def create_room(
             owner,
             int(sensitive_filter),
             router,
+            max_delegation_depth,
+            agent_wakeups_per_minute,
             now_ms(),
         ),
     )
@@ -69,6 +80,8 @@ def create_room(
         sensitive_filter=sensitive_filter,
         last_seq=0,
         router=router,
+        max_delegation_depth=max_delegation_depth,
+        agent_wakeups_per_minute=agent_wakeups_per_minute,
     )
 
 
@@ -139,7 +152,7 @@ def rooms_for_members(
         + ") AS v JOIN rooms r ON r.id = v.column1",
         [v for pair in pairs for v in pair],
     )
-    return {(row[0], row[11]): (_room(row), bool(row[12]), row[13]) for row in rows}
+    return {(row[0], row[_N]): (_room(row), bool(row[_N + 1]), row[_N + 2]) for row in rows}
 
 
 def sole_agents(db: Db, room_ids: list[str]) -> dict[str, tuple[int, str, str]]:
@@ -201,12 +214,28 @@ def participant_names(db: Db, room_id: str) -> list[str]:
 
 
 def update_settings(
-    db: Db, room_id: str, mode: str, master: str | None, router: str, sensitive_filter: bool
+    db: Db,
+    room_id: str,
+    mode: str,
+    master: str | None,
+    router: str,
+    sensitive_filter: bool,
+    max_delegation_depth: int,
+    agent_wakeups_per_minute: int,
 ) -> None:
     """Change how the room routes (docs/delegation.md: a human participant may)."""
     db.run(
-        "UPDATE rooms SET mode = ?, master = ?, router = ?, sensitive_filter = ? WHERE id = ?",
-        (mode, master, router, int(sensitive_filter), room_id),
+        "UPDATE rooms SET mode = ?, master = ?, router = ?, sensitive_filter = ?,"
+        " max_delegation_depth = ?, agent_wakeups_per_minute = ? WHERE id = ?",
+        (
+            mode,
+            master,
+            router,
+            int(sensitive_filter),
+            max_delegation_depth,
+            agent_wakeups_per_minute,
+            room_id,
+        ),
     )
 
 
@@ -219,7 +248,7 @@ def room_for_member(db: Db, room_id: str, member_id: str) -> tuple[Room, bool, s
         " FROM rooms WHERE id = ?",
         (member_id, member_id, room_id),
     )
-    return (_room(row), bool(row[11]), row[12]) if row else None
+    return (_room(row), bool(row[_N]), row[_N + 1]) if row else None
 
 
 def live_agents(db: Db, room_id: str, limit: int = 1_000_000) -> list[Member]:

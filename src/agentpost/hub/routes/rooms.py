@@ -31,6 +31,8 @@ def room_out(db: Db, room: Room, workspace: str) -> RoomOut:
         last_seq=room.last_seq,
         participants=rooms.participant_names(db, room.id),
         router=room.router,
+        max_delegation_depth=room.max_delegation_depth,
+        agent_wakeups_per_minute=room.agent_wakeups_per_minute,
     )
 
 
@@ -103,6 +105,8 @@ async def create_room(request: Request) -> Response:
             None,
             body.sensitive_filter,
             body.router,
+            body.max_delegation_depth,
+            body.agent_wakeups_per_minute,
         )
         if room is None:
             raise RequestError(Code.ROOM_EXISTS, f"room {body.name!r} exists in {ws_name!r}")
@@ -180,9 +184,14 @@ async def set_archived(request: Request) -> Response:
     return json_response(200, msgspec.json.encode({"room": out}))
 
 
+def _given(value: int | None, current: int) -> int:
+    return current if value is None else value
+
+
 async def update_settings(request: Request) -> Response:
     """`PATCH /v1/rooms/{room}`: a human participant (or the admin) changes how the room
-    routes: mode, master, router policy, sensitive-data filter (docs/delegation.md)."""
+    routes: mode, master, router policy, sensitive-data filter, delegation depth limit and
+    wake budget (docs/delegation.md)."""
     hub = hub_of(request)
     who = await caller(request, hub)
     room_id = request.path_params["room"]
@@ -213,6 +222,8 @@ async def update_settings(request: Request) -> Response:
             master,
             body.router or room.router,
             room.sensitive_filter if body.sensitive_filter is None else body.sensitive_filter,
+            _given(body.max_delegation_depth, room.max_delegation_depth),
+            _given(body.agent_wakeups_per_minute, room.agent_wakeups_per_minute),
         )
         fresh = rooms.room_by_id(tx, room.id)
         assert fresh is not None

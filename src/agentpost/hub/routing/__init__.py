@@ -13,6 +13,8 @@ Every result passes the target gate: live members only; for an agent sender, cur
 participants only; agents a human targets are added to the room.
 Then "a person who asks is told": an agent's message in reply to a live person's message
 wakes that person, once per (E, replier), in every mode (answers.py).
+An agent's message then passes the two fences (fences.py): its delegation depth against the
+room's `max_delegation_depth`, and its wake-ups against the room's wake budget.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentpost.hub.routing import answers, receipts
+from agentpost.hub.routing import answers, fences, receipts
 from agentpost.store import members, rooms
 from agentpost.store.engine import Tx
 from agentpost.store.models import Member, Room
@@ -30,7 +32,13 @@ from agentpost.store.models import Member, Room
 log = logging.getLogger("agentpost.hub.routing")
 
 # Metadata only the hub writes; stripped from what clients send (§4).
-SERVER_OWNED = ("delegated_by", "delegated_to", "receipt_from", "needs_input_from")
+SERVER_OWNED = (
+    "delegated_by",
+    "delegated_to",
+    "receipt_from",
+    "needs_input_from",
+    fences.DEPTH,
+)
 
 STOP = "/stop"
 
@@ -40,12 +48,15 @@ _MENTION = re.compile(r"(?<![\w@])@([a-z0-9][a-z0-9_-]{0,62})")
 @dataclass
 class Decision:
     """The routing outcome: who is woken, the reason (`route`), server-owned marks for this
-    event, and agents a human targeted that join the room."""
+    event, agents a human targeted that join the room, the targets an agent's own mentions
+    woke (what the fences withhold), and hub notices to post after the event."""
 
     targets: list[Member]
     route: str
     marks: dict[str, Any] = field(default_factory=dict)
     joins: list[Member] = field(default_factory=list)
+    mentions: list[Member] = field(default_factory=list)
+    notices: list[fences.Notice] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -115,7 +126,9 @@ def _decide(
         return _stop(tx, room, sender, mentioned)
     if sender.kind == "agent":
         decision = _from_agent(tx, room, sender, msg, mentioned)
-        return answers.tell_asker(tx, room, sender, msg, decision)
+        decision = fences.fence_depth(tx, room, sender, msg, decision)
+        decision = answers.tell_asker(tx, room, sender, msg, decision)
+        return fences.fence_budget(tx, room, sender, msg, decision)
     return _from_human(tx, room, sender, mentioned, router_choice)
 
 
@@ -149,14 +162,16 @@ def _from_agent(
         )
         if found is not None:
             targets, reason, onward = found
-            return Decision(targets, reason, delegation_marks(sender, onward))
+            return Decision(
+                targets, reason, delegation_marks(sender, onward), mentions=list(onward)
+            )
     if sub_agent_in_star:
         master = live_participant(tx, room, room.master)
         # The star: a sub-agent talks to the master only; its onward mentions are ignored.
         return Decision([master], "master") if master else Decision([], "master_unavailable")
     if not in_room:
         return Decision([], "no_mention" if not mentioned else "not_participant")
-    return Decision(in_room, "mention", delegation_marks(sender, in_room))
+    return Decision(in_room, "mention", delegation_marks(sender, in_room), mentions=in_room)
 
 
 def _from_human(

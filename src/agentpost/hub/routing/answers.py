@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from agentpost.hub.routing import fences
 from agentpost.hub.schemas import Event
 from agentpost.store import events, members, receipts, rooms
 from agentpost.store.engine import Tx
@@ -35,7 +36,9 @@ def tell_asker(tx: Tx, room: Room, replier: Member, msg: Message, decision: Deci
         return decision
     if not receipts.claim_answer(tx, asked.id, replier.name, msg.event_id):
         return decision
-    route = decision.route if decision.targets else "answer"
+    # A fenced message keeps its fence's route: that is what a reader needs explained.
+    fenced = decision.route in (fences.DEPTH_LIMIT, fences.WAKE_BUDGET)
+    route = decision.route if decision.targets or fenced else "answer"
     decision.targets = [*decision.targets, person]
     decision.route = route
     return decision

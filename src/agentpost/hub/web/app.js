@@ -220,6 +220,7 @@ async function openRoom(roomId) {
   }
   if (state.roomId !== roomId) return;
   $("room-title").textContent = room.archived ? `${room.name} (archived)` : room.name;
+  timeline.maxDepth = room.max_delegation_depth;
   for (const event of events) timeline.add(event);
   $("older").hidden = !(timeline.oldest > 1);
   scrollToEnd(true);

@@ -27,6 +27,9 @@ const ROUTES = {
   router_stop: "the router chose no one",
   sole_agent: "the only agent in the room",
   no_sole_agent: "no single agent to pick",
+  depth_limit: "past the room's delegation depth limit: its mentions woke no one",
+  wake_budget: "the room's wake budget of the minute is spent: its mentions woke no one",
+  notice: "a notice of the hub",
 };
 
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
@@ -89,6 +92,7 @@ export class Timeline {
     this.byId = new Map();
     this.receipts = new Map(); // E1 id → [{sender, kind}]
     this.urls = [];
+    this.maxDepth = null; // the room's max_delegation_depth, set by the page
   }
 
   clear() {
@@ -196,6 +200,8 @@ export class Timeline {
       badge.dataset.replyKind = words;
       meta.append(badge);
     }
+    const depth = this.depthLabel(event);
+    if (depth) meta.append(depth);
     item.append(meta);
 
     if (notice) item.setAttribute("role", "note");
@@ -221,6 +227,21 @@ export class Timeline {
     item.append(delivery);
     item.append(this.routing(event));
     return item;
+  }
+
+  /** "depth 3/8" on a delegation, or on a delegation stopped at the depth limit. */
+  depthLabel(event) {
+    const md = event.metadata || {};
+    const depth = md.delegation_depth;
+    const delegates = Array.isArray(md.delegated_to) && md.delegated_to.length > 0;
+    if (!Number.isInteger(depth) || !(delegates || event.route === "depth_limit")) return null;
+    const max = Number.isInteger(this.maxDepth) ? this.maxDepth : null;
+    const label = el("span", "depth", max ? `depth ${depth}/${max}` : `depth ${depth}`);
+    label.title = max
+      ? `delegation depth ${depth} of at most ${max} in this room`
+      : `delegation depth ${depth}`;
+    if (max && depth > max) label.classList.add("over");
+    return label;
   }
 
   answersLink(event) {

@@ -1,0 +1,167 @@
+"""Depth and budget (docs/delegation.md, DESIGN.md §4 "Depth"): whatever agents write, one
+human message causes a bounded amount of traffic.
+
+- Every agent-caused routed event carries a server-owned `delegation_depth` (absent: 0, a
+  person's message or a message in no chain): a delegation is one deeper than the event it
+  answers (`in_reply_to`), any other agent message that wakes someone (a receipt above all)
+  is as deep as the event it answers. So a receipt is as deep as its delegation, and an
+  agent woken by a receipt or a delegation that delegates again goes one deeper: two agents
+  that quote each other's mentions go one deeper every round.
+- Past the room's `max_delegation_depth`, an agent's mentions wake no one (route
+  `depth_limit`), and the room gets one notice per chain (the chain's first event keys it).
+- Every agent-caused wake-up spends the room's budget per window (a minute); once spent, an
+  agent's mentions wake no one until the next window (route `wake_budget`), one notice per
+  window. Receipts and answers to a person are never withheld: each answers work already
+  asked for, so no fence is needed to bound them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from agentpost.core.clock import now_ms
+from agentpost.core.ids import new_id
+from agentpost.hub.schemas import Event
+from agentpost.store import events
+from agentpost.store import fences as store
+from agentpost.store.engine import Tx
+from agentpost.store.models import Member, Room
+
+if TYPE_CHECKING:
+    from agentpost.hub.routing import Decision, Message
+
+DEPTH = "delegation_depth"
+DEPTH_LIMIT = "depth_limit"
+WAKE_BUDGET = "wake_budget"
+NOTICE_SENDER = "agentpost"
+# The budget's window; a test shortens it so that it need not wait a minute.
+WINDOW_ENV = "AGENTPOST_WAKE_WINDOW_SECONDS"
+MAX_DEPTH_LIMIT = 100
+MAX_WAKEUPS_LIMIT = 100_000
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A hub notice to post right after the event, in its transaction (type `notice`)."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def depth_of(ev: Event | None) -> int:
+    found = ev.metadata.get(DEPTH) if ev is not None else None
+    return found if isinstance(found, int) and not isinstance(found, bool) and found > 0 else 0
+
+
+def fence_depth(tx: Tx, room: Room, sender: Member, msg: Message, decision: Decision) -> Decision:
+    """Stamp the depth; past the room's limit, withhold what the agent's mentions woke."""
+    parent = _event(tx, room, msg.in_reply_to)
+    delegating = bool(decision.marks.get("delegated_to"))
+    depth = depth_of(parent) + (1 if delegating else 0)
+    if depth == 0 or not (decision.targets or delegating):
+        return decision
+    decision.marks[DEPTH] = depth
+    if not delegating or depth <= room.max_delegation_depth:
+        return decision
+    _withhold(decision, DEPTH_LIMIT)
+    notice = Notice(
+        new_id("ev"),
+        f"Delegation depth limit: {sender.name}'s message would delegate at depth {depth} "
+        f"(this room allows {room.max_delegation_depth}), so its mentions woke no one. "
+        "Agents in this chain will not wake each other again; a person can start anew.",
+        {
+            "agentpost/notice": DEPTH_LIMIT,
+            "stopped_event": msg.event_id,
+            DEPTH: depth,
+            "max_delegation_depth": room.max_delegation_depth,
+        },
+    )
+    chain = _chain_start(tx, room, parent, msg.event_id)
+    if store.claim_depth_notice(tx, room.id, chain, notice.id):
+        decision.notices.append(notice)
+    return decision
+
+
+def fence_budget(tx: Tx, room: Room, sender: Member, msg: Message, decision: Decision) -> Decision:
+    """Spend the room's wake budget; once spent, withhold what the agent's mentions woke."""
+    if not decision.targets:
+        return decision
+    window_ms = window_seconds_ms()
+    window = now_ms() // window_ms * window_ms
+    mentioned = {m.id for m in decision.mentions}
+    fenced = sum(1 for m in decision.targets if m.id in mentioned)
+    spent = store.spend_wakeups(
+        tx, room.id, window, len(decision.targets), fenced, room.agent_wakeups_per_minute
+    )
+    if spent.admitted:
+        return decision
+    _withhold(decision, WAKE_BUDGET)
+    if spent.notice_due:
+        seconds = window_ms / 1000
+        decision.notices.append(
+            Notice(
+                new_id("ev"),
+                f"Wake budget spent: agents in this room woke others "
+                f"{room.agent_wakeups_per_minute} times within {seconds:g} s, so "
+                f"{sender.name}'s mentions woke no one. Agents' mentions wake again in the "
+                "next window; receipts and answers to people still arrive.",
+                {
+                    "agentpost/notice": WAKE_BUDGET,
+                    "stopped_event": msg.event_id,
+                    "agent_wakeups_per_minute": room.agent_wakeups_per_minute,
+                    "window_start_ms": window,
+                },
+            )
+        )
+    return decision
+
+
+def window_seconds_ms() -> int:
+    raw = os.environ.get(WINDOW_ENV, "")
+    try:
+        seconds = float(raw) if raw else 60.0
+    except ValueError:
+        seconds = 60.0
+    return max(1, int(seconds * 1000)) if seconds > 0 else 60_000
+
+
+def _withhold(decision: Decision, route: str) -> None:
+    """The agent's own mentions wake no one and make no delegation; a receipt to the
+    delegator or an answer to a person in the same message still goes."""
+    mentioned = {m.id for m in decision.mentions}
+    decision.targets = [m for m in decision.targets if m.id not in mentioned]
+    decision.mentions = []
+    decision.marks.pop("delegated_by", None)
+    decision.marks.pop("delegated_to", None)
+    decision.route = route
+
+
+def _event(tx: Tx, room: Room, event_id: str | None) -> Event | None:
+    if event_id is None:
+        return None
+    found = events.by_id(tx, event_id)
+    if found is None or found[0] != room.id:
+        return None
+    return msgspec.json.decode(found[2], type=Event)
+
+
+def _chain_start(tx: Tx, room: Room, parent: Event | None, event_id: str) -> str:
+    """The first event of the chain: up along `in_reply_to` to the first event with no
+    depth (a person's message) or with no `in_reply_to`. Depth rises at least every other
+    hop of a chain that wakes agents, so the walk is bounded by the room's limit."""
+    node = parent
+    if node is None:
+        return event_id
+    for _ in range(4 * (room.max_delegation_depth + 4)):
+        if depth_of(node) == 0 or node.in_reply_to is None:
+            break
+        up = _event(tx, room, node.in_reply_to)
+        if up is None:
+            break
+        node = up
+    return node.id
