@@ -33,6 +33,22 @@ def test_the_room_view_marks_who_is_online(page: Page, shared_hub: HubProcess) -
         expect(people.filter(has_text=name)).to_have_text(f"{name} {mark}")
 
 
+def test_the_room_view_names_the_worker_that_serves_an_agent(
+    page: Page, shared_hub: HubProcess
+) -> None:
+    """One Worker per agent (docs/connect.md "One Worker"): the holder of bot's lease."""
+    hub = shared_hub
+    s = make_setup(hub, ["alice"], ["bot", "helper"], workspace=fresh_workspace())
+    with hub.client(s.tokens["bot"]) as c:
+        lease = {"worker_id": "c" * 32, "host": "build-server", "pid": 777}
+        assert c.post("/v1/worker/lease", json=lease).status_code == 200
+    sign_in(page, hub, s.tokens["alice"])
+    open_room(page, "general")
+    people = page.get_by_role("list", name="Who is here").get_by_role("listitem")
+    expect(people.filter(has_text="bot")).to_have_text("bot online Worker on build-server")
+    expect(people.filter(has_text="helper")).to_have_text("helper never seen")
+
+
 def test_a_message_shows_who_read_and_acked_it_as_events_arrive(
     page: Page, shared_hub: HubProcess
 ) -> None:

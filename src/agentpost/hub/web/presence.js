@@ -83,6 +83,14 @@ export class Presence {
       mark.textContent = online ? "online" : m && m.last_seen ? "away" : "never seen";
       if (m && m.last_seen) mark.title = `last seen ${m.last_seen}`;
       item.append(who, " ", mark);
+      if (m && m.worker && m.worker.live) {
+        // The one Worker that holds this agent's lease (docs/connect.md "One Worker").
+        const worker = document.createElement("span");
+        worker.className = "worker";
+        worker.textContent = `Worker on ${m.worker.host}`;
+        worker.title = `pid ${m.worker.pid}, since ${m.worker.since}, fence ${m.worker.fence}`;
+        item.append(" ", worker);
+      }
       items.push(item);
     }
     this.list.replaceChildren(...items);
