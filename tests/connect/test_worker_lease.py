@@ -259,3 +259,30 @@ def test_a_standby_worker_stops_cleanly_on_sigterm(connected: Connected, tmp_pat
     assert second.proc is not None
     os.kill(second.proc.pid, signal.SIGTERM)
     assert second.proc.wait(30) == 0
+
+
+def test_a_post_naming_an_old_fence_is_refused_and_spends_no_key(connected: Connected) -> None:
+    c = connected
+    room = c.setup.room
+    with c.hub.client(c.setup.tokens["bot"]) as h:
+        _take(h, A)
+        _take(h, B, host="server", takeover=True)  # fence 2 now
+        stale = {"Idempotency-Key": "reply-1", "Agentpost-Worker-Fence": "1"}
+        r = h.post(f"/v1/rooms/{room}/messages", json={"text": "late"}, headers=stale)
+        assert r.status_code == 409 and r.json()["error"]["code"] == "lease_lost"
+        files = {"file": ("a.txt", b"A", "text/plain")}
+        m = h.post(f"/v1/rooms/{room}/media", files=files, headers=stale)
+        assert m.status_code == 409 and m.json()["error"]["code"] == "lease_lost"
+        assert all(e["text"] != "late" for e in c.events())
+        assert not [e for e in c.events() if e["type"] == "media"]
+        # The key was not spent: the current holder posts under it.
+        fresh = {"Idempotency-Key": "reply-1", "Agentpost-Worker-Fence": "2"}
+        ok = h.post(f"/v1/rooms/{room}/messages", json={"text": "late"}, headers=fresh)
+        assert ok.status_code == 201 and ok.headers["idempotency-status"] == "created"
+        for bad in ("0", "x", "-1", "1" * 30):
+            r = h.post(
+                f"/v1/rooms/{room}/messages",
+                json={"text": "x"},
+                headers={"Agentpost-Worker-Fence": bad},
+            )
+            assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_request"

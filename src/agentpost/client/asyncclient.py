@@ -62,6 +62,9 @@ def checked_hub_url(hub: str) -> str:
     return hub.rstrip("/")
 
 
+FENCE_HEADER = "Agentpost-Worker-Fence"
+
+
 def key_headers(key: str | None) -> dict[str, str]:
     """The Idempotency-Key header of a room post; a key the hub would refuse is refused
     here, before anything is sent (the same code and rule as the hub's, §3)."""
@@ -114,6 +117,9 @@ class AsyncHubClient:
         self._direct = isinstance(self._transport, PooledTransport)
         self._headers = dict(self._http.headers)
         self._timeout = httpx.Timeout(timeout).as_dict()
+        # A Worker's lease fence (docs/connect.md "One Worker per agent"): sent with every
+        # post, so the hub refuses the posts of a Worker whose lease another one took.
+        self.fence: int | None = None
         self._urls: dict[str, httpx.URL] = {}  # hub + path, parsed once (a room's posts)
 
     async def __aenter__(self) -> AsyncHubClient:
@@ -294,6 +300,12 @@ class AsyncHubClient:
         resp = await self.request("POST", f"/v1/rooms/{room_id}/cancel", json=body)
         return msgspec.convert(resp.json()["event"], Event)
 
+    def _post_headers(self, key: str | None) -> dict[str, str]:
+        headers = key_headers(key)
+        if self.fence is not None:
+            headers[FENCE_HEADER] = str(self.fence)
+        return headers
+
     async def ack(self, cursor: int, fence: int | None = None) -> int:
         """Acknowledge the inbox up to `cursor`; a Worker names its lease's `fence`
         (409 `lease_lost` once another Worker took over)."""
@@ -351,7 +363,7 @@ class AsyncHubClient:
         if attachments:
             body["attachments"] = attachments
         resp = await self.request(
-            "POST", f"/v1/rooms/{room_id}/messages", json=body, headers=key_headers(key)
+            "POST", f"/v1/rooms/{room_id}/messages", json=body, headers=self._post_headers(key)
         )
         return PostResult(
             event=msgspec.convert(resp.json()["event"], Event),
@@ -384,7 +396,7 @@ class AsyncHubClient:
     ) -> PostResult:
         """Upload from an open file (read from its start): egress checks the descriptor
         it opened, and the bytes come from that same descriptor (§6)."""
-        headers = key_headers(key)
+        headers = self._post_headers(key)
         f.seek(0)
         files = {"file": (name, f, mime_type)}
         data = {"text": caption} if caption else None

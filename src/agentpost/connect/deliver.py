@@ -246,6 +246,8 @@ class Deliveries:
             except EgressRefused as exc:
                 return await self._final(e, REJECTED, {"part": index, "why": str(exc)}, expires)
             except HubRefused as exc:
+                if exc.code == "lease_lost":  # another Worker took this agent over (§6)
+                    return retry(f"this Worker lost the agent's lease (part {index})", expires)
                 reason = CONFLICT if exc.code == "idempotency_conflict" else REJECTED
                 if exc.status == 409 and exc.body.get("state") == "unknown":
                     reason = UNKNOWN

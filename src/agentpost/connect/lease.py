@@ -111,6 +111,7 @@ class WorkerLease:
 
     def _held(self, lease: dict[str, Any]) -> None:
         self.fence = int(lease["fence"])
+        self.client.fence = self.fence  # every post names it (the hub refuses a stale one)
         self.lease_seconds = float(lease.get("lease_seconds", self.lease_seconds))
         self.since = lease.get("since")
         self.state = "held"

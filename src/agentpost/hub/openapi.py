@@ -320,6 +320,14 @@ IDEMPOTENCY_KEY = {
     "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,255}$"},
     "description": "makes the post safe to retry: same key and body, same answer (§3)",
 }
+WORKER_FENCE = {
+    "name": "Agentpost-Worker-Fence",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"},
+    "description": "a Worker's lease fence (docs/connect.md \"One Worker per agent\"): a post"
+    " naming a fence that is no longer the agent's lease is 409 `lease_lost`",
+}
 IDEMPOTENCY_STATUS = {
     idempotency.STATUS_HEADER: {
         "description": "with an Idempotency-Key: `created` first, `replayed` after",
@@ -410,17 +418,17 @@ def _operations() -> dict[str, dict[str, Any]]:
     post_media = _op(
         "post_media",
         (201, {**_json("MediaPosted"), "headers": IDEMPOTENCY_STATUS}),
-        [*BODY, *POST],
+        [*BODY, *POST, Code.LEASE_LOST],
         security=MEMBER,
-        params=[ROOM_ID, IDEMPOTENCY_KEY],
+        params=[ROOM_ID, IDEMPOTENCY_KEY, WORKER_FENCE],
     )
     post_media["requestBody"] = media_body
     post_message = _op(
         "post_message",
         (201, {**_json("EventPosted"), "headers": IDEMPOTENCY_STATUS}),
-        [*BODY, *POST],
+        [*BODY, *POST, Code.LEASE_LOST],
         security=MEMBER,
-        params=[ROOM_ID, IDEMPOTENCY_KEY],
+        params=[ROOM_ID, IDEMPOTENCY_KEY, WORKER_FENCE],
         body="MessageIn",
     )
     # A refusal for content is recorded under the key and replayed with its status (§3).

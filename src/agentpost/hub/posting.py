@@ -15,7 +15,7 @@ import msgspec
 from agentpost.core.clock import now_ms, rfc3339
 from agentpost.core.errors import AuthError, Code, RequestError
 from agentpost.core.ids import new_id
-from agentpost.hub import auth, routing
+from agentpost.hub import auth, leases, routing
 from agentpost.hub.idempotency import CREATED, STATE_CREATED, Answer, Created, Rejected
 from agentpost.hub.notify import inbox_key, room_key
 from agentpost.hub.routing import sensitive
@@ -27,12 +27,16 @@ from agentpost.store.models import KeyRecord, MediaRow, Member, Room
 _encode = msgspec.json.encode
 
 
-def sendable_room(tx: Tx, room_id: str, sender: Member) -> tuple[Room, int]:
+def sendable_room(
+    tx: Tx, room_id: str, sender: Member, fence: int | None = None
+) -> tuple[Room, int]:
     """The room and the post's `seq`, if `sender` may post into it now. The room's row is
     locked first (taking its next seq), so every check below reads what is committed by
     then: an archive, a settings change or a removal that returned before is seen (§3, §4).
-    A refusal rolls the seq back with the job, a recorded one too (`UndoJob`)."""
+    A refusal rolls the seq back with the job, a recorded one too (`UndoJob`). A Worker's
+    post names its lease's fence: an older one is refused (§6 "One Worker")."""
     seq = rooms.next_seq(tx, room_id)
+    leases.check_fence(tx, sender, fence)
     found = rooms.room_for_member(tx, room_id, sender.id)
     if seq is None or found is None or found[0].workspace_id != sender.workspace_id:
         raise RequestError(Code.ROOM_NOT_FOUND, f"no room {room_id!r}")
@@ -146,8 +150,9 @@ def create_message(
     sender: Member,
     normalized: dict[str, Any],
     router_choice: str | None = None,
+    fence: int | None = None,
 ) -> Created:
-    room, seq = sendable_room(tx, room_id, sender)
+    room, seq = sendable_room(tx, room_id, sender, fence)
     refuse_secrets(room, normalized["text"])
     replied_to = normalized["in_reply_to"]
     if replied_to is not None and events.room_of(tx, replied_to) != room.id:
@@ -182,9 +187,9 @@ def create_message(
 
 
 def create_media_event(
-    tx: Tx, room_id: str, sender: Member, row: MediaRow, caption: str
+    tx: Tx, room_id: str, sender: Member, row: MediaRow, caption: str, fence: int | None = None
 ) -> Created:
-    room, seq = sendable_room(tx, room_id, sender)
+    room, seq = sendable_room(tx, room_id, sender, fence)
     refuse_secrets(room, caption)
     stored = MediaRow(
         id=row.id,

@@ -14,7 +14,7 @@ from agentpost.core.clock import now_ms
 from agentpost.core.errors import AgentpostError, Code, RequestError
 from agentpost.core.ids import new_id
 from agentpost.core.jcs import canonical
-from agentpost.hub import auth, idempotency, mediatypes, posting, routing
+from agentpost.hub import auth, idempotency, leases, mediatypes, posting, routing
 from agentpost.hub.decode import MAX_METADATA_DEPTH, decode_json, read_body, within_depth
 from agentpost.hub.errors import json_response
 from agentpost.hub.idempotency import Answer, Created
@@ -105,6 +105,7 @@ async def post_message(request: Request) -> Response:
         request.headers.get("authorization", ""),
         request.headers.get(idempotency.HEADER),
         lambda cap: read_body(request, cap),
+        request.headers.get(leases.FENCE_HEADER),
     )
 
 
@@ -114,11 +115,13 @@ async def message_post(
     authorization: str,
     key_header: str | None,
     body_of: Callable[[int], Awaitable[bytes]],
+    fence_header: str | None = None,
 ) -> Response:
     """POST /v1/rooms/{room}/messages from its parts, for the Starlette route and the thin
     ASGI path alike (hub/routes/thin.py): auth, key, body (read only then), post."""
     member = await auth.member_of(authorization, hub)
     key = idempotency.check_key(key_header)
+    fence = leases.fence_header(fence_header)
     body = decode_json(await body_of(hub.config.max_json_bytes), MessageIn)
     normalized = normalize(body)
     fp = idempotency.fingerprint(MESSAGES_ROUTE, room_id, normalized) if key else None
@@ -143,12 +146,15 @@ async def message_post(
     prepare = ask_router if settings is not None and member.kind == "human" else None
 
     def create(tx: Tx) -> Created:
-        return posting.create_message(tx, room_id, member, normalized, asked.get("choice"))
+        return posting.create_message(
+            tx, room_id, member, normalized, asked.get("choice"), fence=fence
+        )
 
     # A plain keyed post may be written with the batch's other plain posts (issue 14); the
-    # writer runs `create` instead for anything `write_plain` declines.
+    # writer runs `create` instead for anything `write_plain` declines. A Worker's fenced
+    # post is checked against its lease in `create`'s transaction.
     as_data = None
-    if key is not None and fp is not None and posting.is_plain(normalized):
+    if key is not None and fp is not None and fence is None and posting.is_plain(normalized):
         plain = posting.PlainPost(
             key, fp, room_id, member, normalized["text"], normalized["metadata"]
         )
@@ -189,6 +195,7 @@ async def post_media(request: Request) -> Response:
         request.headers.get("content-type", ""),
         request.headers.get("content-length"),
         request.stream(),
+        request.headers.get(leases.FENCE_HEADER),
     )
 
 
@@ -200,11 +207,13 @@ async def media_post(
     content_type: str,
     declared: str | None,
     stream: AsyncIterator[bytes],
+    fence_header: str | None = None,
 ) -> Response:
     """POST /v1/rooms/{room}/media from its parts, for the Starlette route and the thin
     ASGI path alike (hub/routes/thin.py)."""
     member = await auth.member_of(authorization, hub)
     key = idempotency.check_key(key_header)
+    fence = leases.fence_header(fence_header)
     # Refuse early what would be refused anyway, before streaming a large body to disk.
     await hub.engine.read(lambda db: visible_room(db, room_id, member))
     cap = hub.config.max_upload_bytes
@@ -231,7 +240,7 @@ async def media_post(
     )
 
     def create(tx: Tx) -> Created:
-        return posting.create_media_event(tx, room_id, member, row, upload.caption)
+        return posting.create_media_event(tx, room_id, member, row, upload.caption, fence)
 
     return await _post(hub, MEDIA_ROUTE, member.id, key, fp, create, None, room_id)
 

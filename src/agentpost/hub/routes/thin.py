@@ -49,7 +49,10 @@ def post_room(scope: Scope) -> tuple[str, str] | None:
     return (room, route) if room and "/" not in room else None
 
 
-_WANTED = frozenset((b"authorization", b"idempotency-key", b"content-length", b"content-type"))
+_WANTED = frozenset(
+    (b"authorization", b"idempotency-key", b"content-length", b"content-type",
+     b"agentpost-worker-fence")
+)
 
 
 def _headers(scope: Scope) -> dict[bytes, str]:
@@ -79,15 +82,17 @@ async def post(hub: Hub, room_id: str, route: str, scope: Scope, receive: Receiv
     authorization = h.get(b"authorization", "")
     key = h.get(b"idempotency-key")
     declared = h.get(b"content-length")
+    fence = h.get(b"agentpost-worker-fence")
     try:
         if route == MESSAGES:
             response = await message_post(
-                hub, room_id, authorization, key, lambda cap: receive_body(receive, declared, cap)
+                hub, room_id, authorization, key, lambda cap: receive_body(receive, declared, cap),
+                fence,
             )
         else:
             response = await media_post(
                 hub, room_id, authorization, key, h.get(b"content-type", ""), declared,
-                _chunks(receive),
+                _chunks(receive), fence,
             )
     except AgentpostError as exc:
         response = error_response(exc)
