@@ -108,10 +108,14 @@ def test_kill_9_of_the_worker_alone_ends_its_agent_and_the_agents_children(
 
 
 @pytest.mark.parametrize(
-    ("prompt", "said"), [("crash", "stopped mid-Turn"), ("bigframe", "frame over")]
+    ("prompt", "said", "logged"),
+    [
+        ("crash", "stopped mid-Turn", "agent stopped (exit code 3;"),  # the agent's own code
+        ("bigframe", "frame over", "agent stopped (the agent sent a frame over"),
+    ],
 )
 def test_an_agent_that_crashes_or_is_cut_off_leaves_no_child_for_the_next_one(
-    connected: Connected, tmp_path: Path, prompt: str, said: str
+    connected: Connected, tmp_path: Path, prompt: str, said: str, logged: str
 ) -> None:
     folder = tmp_path / "stubborn"
     w = _stubborn(connected, folder)
@@ -125,6 +129,7 @@ def test_an_agent_that_crashes_or_is_cut_off_leaves_no_child_for_the_next_one(
     assert not any(_alive(p) for p in first.pids())
     assert all(_alive(p) for p in second.pids())
     assert w.log().count("agent started") == 2
+    assert logged in w.log()
 
 
 def test_sigterm_stop_of_the_worker_ends_the_whole_group(

@@ -222,6 +222,7 @@ class AgentSupervisor:
         self._client_meta = client_meta or (lambda: {})
         self._before_restart = before_restart
         self.conn: AgentConnection | None = None
+        self._current: AgentConnection | None = None  # starting or running
         self.ready = asyncio.Event()
         self.generation = 0
         self.restarts = 0
@@ -235,7 +236,15 @@ class AgentSupervisor:
     # -- the process ------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Keep the agent running until `stop`; restart with backoff when it exits."""
+        """Keep the agent running until `stop`; restart with backoff when it exits. However
+        this ends (cancelled mid-start included), the agent's whole group ends with it."""
+        try:
+            await self._run()
+        finally:
+            if self._current is not None:
+                await self._current.close()
+
+    async def _run(self) -> None:
         backoff = BACKOFF_START
         while not self._stopping:
             conn = AgentConnection(
@@ -246,6 +255,7 @@ class AgentSupervisor:
                 self._on_ext,
                 processes=self.processes,
             )
+            self._current = conn
             started = time.monotonic()
             try:
                 if self.restarts and self._before_restart is not None:
@@ -294,7 +304,7 @@ class AgentSupervisor:
 
     async def stop(self) -> None:
         self._stopping = True
-        conn = self.conn
+        conn = self._current
         if conn is not None:
             await conn.close()
 

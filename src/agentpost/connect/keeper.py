@@ -14,7 +14,8 @@ a new session (its process group and session id are its pid). The keeper
 - on `SIGTERM` (a stop or an agent restart) sends SIGTERM to everything, waits `GRACE`
   seconds, then SIGKILLs what is left;
 - when the agent exits by itself, ends the rest the same way (SIGTERM, `GRACE`, SIGKILL);
-- exits only when no descendant is left, with the agent's status: its exit code, or the
+- exits once no descendant is left (or `KILL_WAIT` seconds of SIGKILL did not end one,
+  stuck in the kernel), with the agent's status: its exit code, or the
   same signal it died of, so the Worker sees what it saw before the keeper existed.
 "Everything" is every process of the keeper's session or group and every child of the
 keeper (subreaped descendants included), signalled through a pidfd after a re-check, so a
@@ -52,6 +53,7 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 MARK_ENV = "AGENTPOST_AGENT_GROUP"  # a random marker per Worker run, in every agent's env
 GRACE = 2.0  # seconds between SIGTERM and SIGKILL
+KILL_WAIT = 10.0  # seconds the keeper keeps SIGKILLing; past that it says so and exits
 WORKER_GONE = signal.SIGUSR1  # the death signal; also "end everything now" from the Worker
 _STOP = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _WAITED = {signal.SIGCHLD, WORKER_GONE, *_STOP}
@@ -186,7 +188,12 @@ class _Keeper:
                 got = signal.sigtimedwait(_WAITED, left)
                 if got is not None and got.si_signo == WORKER_GONE:
                     break
+        deadline = time.monotonic() + KILL_WAIT
         while self.reap():
+            if time.monotonic() > deadline:  # e.g. stuck in the kernel (state D)
+                stuck = " ".join(str(p.pid) for p in processes() if self.ours(p))
+                sys.stderr.write(f"agentpost keeper: processes did not end: {stuck}\n")
+                return
             self.signal_all(signal.SIGKILL)
             signal.sigtimedwait({signal.SIGCHLD}, 0.05)
 
