@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import agentpost
 from conftest import AGENTS, Connected, WorkerProcess, agent_cmd, quiet_for, wait_for
 from hubproc import HubProcess
 
@@ -101,7 +102,7 @@ def test_kill_9_of_the_worker_alone_ends_its_agent_and_the_agents_children(
     assert (_stat(agent.keeper) or [])[1:2] == [str(w.proc.pid)]  # its parent: the Worker
     _all_running(agent, folder)
     w.kill()  # SIGKILL to the Worker's pid only, not to its group
-    wait_for(lambda: not any(_alive(p) for p in agent.pids()), timeout=10)
+    wait_for(lambda: not any(_alive(p) for p in agent.pids()), timeout=20)
     size = _ticks(folder)
     quiet_for(0.5)
     assert _ticks(folder) == size  # no more work
@@ -228,3 +229,22 @@ def test_the_agent_and_its_keeper_get_no_hub_token(connected: Connected, tmp_pat
         env = _environ(pid)
         assert "AGENTPOST_TOKEN" not in env and "AGENTPOST_ADMIN_TOKEN" not in env
         assert env[MARK_ENV] == record["marker"]  # how a survivor is known to be ours
+
+
+def _keeper(*agent: str) -> subprocess.CompletedProcess[str]:
+    keeper = Path(agentpost.__file__).parent / "connect" / "keeper.py"
+    argv = [sys.executable, "-S", str(keeper), "--worker", str(os.getpid()), "--", *agent]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+
+def test_the_keeper_passes_on_the_agents_status_and_signals_as_a_direct_spawn() -> None:
+    """What the Worker saw before the keeper: the agent's exit code or signal, and signals
+    neither blocked nor ignored (Python's SIGPIPE/SIGXFSZ and glibc's own back to default)."""
+    assert _keeper("sh", "-c", "exit 5").returncode == 5
+    assert _keeper("sh", "-c", "kill -9 $$").returncode == -signal.SIGKILL
+    assert _keeper("sh", "-c", "kill -TERM $$").returncode == -signal.SIGTERM
+    failed = _keeper("/no/such/agent")
+    assert failed.returncode == 127 and "cannot start '/no/such/agent'" in failed.stderr
+    masks = ["grep", "-E", "^Sig(Blk|Ign):", "/proc/self/status"]
+    direct = subprocess.run(masks, capture_output=True, text=True, timeout=30).stdout
+    assert _keeper(*masks).stdout == direct

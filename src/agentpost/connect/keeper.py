@@ -57,6 +57,7 @@ KILL_WAIT = 10.0  # seconds the keeper keeps SIGKILLing; past that it says so an
 WORKER_GONE = signal.SIGUSR1  # the death signal; also "end everything now" from the Worker
 _STOP = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _WAITED = {signal.SIGCHLD, WORKER_GONE, *_STOP}
+_RESTORED = (signal.SIGPIPE, signal.SIGXFSZ)  # ignored by Python; SIG_DFL again for the agent
 
 
 def supported() -> bool:
@@ -204,13 +205,7 @@ class _Keeper:
         if os.getppid() != worker:  # the Worker died before the death signal was set
             return 1
         try:
-            self.agent = os.posix_spawnp(
-                self.agent_argv[0],
-                self.agent_argv,
-                os.environ,
-                setsigmask=(),
-                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),  # ignored by Python, not by them
-            )
+            self.agent = _spawn(self.agent_argv)
         except OSError as exc:
             sys.stderr.write(f"agentpost keeper: cannot start {self.agent_argv[0]!r}: {exc}\n")
             return 127
@@ -233,6 +228,34 @@ class _Keeper:
             self.reap()
         self.end(GRACE)  # the agent exited by itself: the rest of its processes go too
         return _code(self.status)
+
+
+def _spawn(argv: list[str]) -> int:
+    """fork and exec `argv` with no signal blocked and none ignored that the Worker did
+    not ignore (as `subprocess` does; glibc's posix_spawn would leave its own internal
+    signals ignored in the agent). An exec that fails is an `OSError` here."""
+    r, w = os.pipe()  # both close on exec
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            for sig in _RESTORED:
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, ())
+            os.execvp(argv[0], argv)
+        except BaseException as exc:
+            why = (exc.errno, exc.strerror) if isinstance(exc, OSError) else (0, repr(exc))
+            os.write(w, f"{why[0]} {why[1]}".encode())
+        finally:
+            os._exit(127)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        failed = f.read()
+    if failed:
+        os.waitpid(pid, 0)
+        errno, _, text = failed.decode(errors="replace").partition(" ")
+        raise OSError(int(errno) if errno.isdigit() else 0, text)
+    return pid
 
 
 def _code(status: int) -> int:
