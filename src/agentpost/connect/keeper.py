@@ -28,8 +28,8 @@ grandchildren) would keep working; a signal handler cannot be installed in an ag
 not write; and `preexec_fn` is unsafe in a process with threads (the Worker has some). Why
 not cgroups (`systemd-run --scope`, cgroup.kill): the most thorough, but needs a delegated
 cgroup that most machines and containers do not give a user process. The keeper costs one
-Python start per agent start (`-S`, stdlib only: about 15 ms, see docs/connect.md) and one
-sleeping process.
+Python start per agent start (`-S`, stdlib only: 10-20 ms measured, where the SDK's
+`import acp` alone takes several hundred) and one sleeping process.
 
 The death signal fires when the *thread* that forked the keeper exits: both asyncio's
 loops spawn from the loop thread (CPython's `subprocess.Popen` in `_make_subprocess_transport`,
