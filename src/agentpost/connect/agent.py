@@ -142,16 +142,17 @@ def _killpg(pgid: int, sig: int) -> None:
 
 def _read_record(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text("utf-8"))
+        data: Any = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
         log.warning("%s cannot be read (%s); no survivors looked for", path, exc)
         return None
-    if not isinstance(data, dict) or not isinstance(data.get("marker"), str):
+    marker = data.get("marker") if isinstance(data, dict) else None
+    if not isinstance(marker, str) or len(marker) < 16:
         log.warning("%s holds no marker; no survivors looked for", path)
         return None
-    return data
+    return dict(data)
 
 
 def _survivors(record: dict[str, Any]) -> dict[int, int]:
