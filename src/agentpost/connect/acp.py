@@ -25,7 +25,10 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentpost.connect.agent import AgentProcesses
 
 log = logging.getLogger("agentpost.connect.acp")
 
@@ -245,15 +248,17 @@ class AgentConnection:
         on_permission: PermissionHandler,
         on_ext: ExtHandler,
         env: Mapping[str, str] | None = None,
+        processes: AgentProcesses | None = None,
     ) -> None:
         self.argv = argv
+        self._processes = processes  # the owner of the group; None: the agent alone
         self.cwd = cwd
         self._on_update = on_update
         self._client = _Client(on_permission)
         self._on_ext = on_ext
         self._ext_tasks: set[asyncio.Task[None]] = set()
         self._transport: _Transport | None = None
-        self._env = agent_environment(env)
+        self._env = agent_environment(processes.environment(env) if processes else env)
         self._proc: asyncio.subprocess.Process | None = None
         self._conn: Any = None
         self._stderr_task: asyncio.Task[None] | None = None
@@ -281,9 +286,10 @@ class AgentConnection:
 
         from agentpost import __version__
 
+        argv = self._processes.command(self.argv) if self._processes else self.argv
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *self.argv,
+                *argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -294,6 +300,8 @@ class AgentConnection:
             )
         except OSError as exc:
             raise AgentFailed(f"cannot start {self.argv[0]!r}: {exc}") from exc
+        if self._processes is not None:
+            self._processes.started(self._proc.pid)
         self._stderr_task = asyncio.create_task(self._drain_stderr())
         transport = _Transport(self._proc, self._cut, self._update, self._ext_request)
         self._transport = transport
@@ -428,7 +436,10 @@ class AgentConnection:
         self.cut_reason = reason
         log.error("%s; stopping it", reason)
         if self._proc is not None and self._proc.returncode is None:
-            self._proc.kill()
+            if self._processes is not None:
+                self._processes.kill(self._proc.pid)  # the whole group
+            else:
+                self._proc.kill()
 
     async def _drain_stderr(self) -> None:
         assert self._proc is not None and self._proc.stderr is not None
@@ -453,7 +464,9 @@ class AgentConnection:
                 await self._conn.close()
             except Exception as exc:  # closing a broken connection must not stop a restart
                 log.info("closing the agent connection: %r", exc)
-        if self._proc is not None and self._proc.returncode is None:
+        if self._proc is not None and self._processes is not None:
+            await self._processes.end(self._proc)  # the whole group, even if it exited
+        elif self._proc is not None and self._proc.returncode is None:
             try:
                 self._proc.kill()
             except ProcessLookupError:

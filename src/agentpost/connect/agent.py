@@ -1,6 +1,11 @@
 """The agent process under the Worker (docs/connect.md): one standing connection, restarted
 with backoff when it exits, and one ACP session per Session key, made lazily.
 
+`AgentProcesses` owns every process the agent is made of (DESIGN.md §6 "The Worker owns
+its agent's processes"): it starts the agent under a keeper (`connect/keeper.py`) in a
+session of its own, records the group in the workspace, ends the whole group on stop, on
+restart and on a cut, and ends at the next start whatever an earlier Worker left behind.
+
 Every `session/update` is handed to the Turn that owns its session; every request the
 agent makes (permissions, `_…` extensions) arrives here, on the one standing connection.
 """
@@ -8,15 +13,22 @@ agent makes (permissions, `_…` extensions) arrives here, on the one standing c
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
+import secrets
+import signal
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agentpost.connect import keeper
 from agentpost.connect.acp import AgentConnection, AgentFailed, MethodNotFound, Update
 from agentpost.connect.permissions import PermissionPolicy
 from agentpost.connect.sessions import SessionKey
+from agentpost.connect.workspace import write_atomic
 
 log = logging.getLogger("agentpost.connect.agent")
 
@@ -25,6 +37,171 @@ BACKOFF_MAX = 30.0
 STABLE_AFTER = 10.0
 
 ExtHandler = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+SWEEP_WAIT = 5.0  # seconds the start waits for an earlier Worker's survivors to be gone
+
+
+class AgentProcesses:
+    """The owner of the agent's processes: it starts them (under a keeper on Linux, as the
+    leader of a new session), records the group in the workspace (`agent-group.json`),
+    ends the whole group, and at a Worker's start ends what an earlier Worker left.
+
+    What is ours: the keeper recorded (same pid, same start time, our marker in its
+    environment); any process whose environment carries the recorded run's marker
+    (`AGENTPOST_AGENT_GROUP`, inherited by the agent and what it starts) and that started
+    after that Worker did; and any member of the recorded session or group when one of
+    those is in it (a group id is never shared by two live groups). Nothing else is touched.
+    """
+
+    def __init__(self, record: Path | None) -> None:
+        self.record = record
+        self.marker = secrets.token_hex(16)
+        self.keeper = keeper.supported()
+        me = keeper.proc(os.getpid()) if self.keeper else None
+        self._since = me.start if me is not None else 0
+
+    def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        return {**(os.environ if base is None else base), keeper.MARK_ENV: self.marker}
+
+    def command(self, argv: list[str]) -> list[str]:
+        if not self.keeper:
+            return argv
+        return keeper.command(sys.executable, argv, os.getpid())
+
+    def started(self, pid: int) -> None:
+        """Record the group just started (its id is `pid`, the session leader's)."""
+        found = keeper.proc(pid) if self.keeper else None
+        self._write({"pgid": pid, "keeper_pid": pid,
+                     "keeper_start": found.start if found is not None else None})
+
+    def _write(self, group: dict[str, Any]) -> None:
+        if self.record is None:
+            return
+        data = {"marker": self.marker, "worker_pid": os.getpid(), "since": self._since, **group}
+        try:
+            write_atomic(self.record, json.dumps(data).encode())
+        except OSError as exc:
+            log.error("cannot record the agent's process group in %s: %s", self.record, exc)
+
+    def kill(self, pid: int) -> None:
+        """End the group now (a cut): the keeper SIGKILLs everything, or we do."""
+        try:
+            if self.keeper:
+                os.kill(pid, keeper.WORKER_GONE)
+            else:
+                os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    async def end(self, proc: asyncio.subprocess.Process) -> None:
+        """End the whole group: SIGTERM, `GRACE` seconds, SIGKILL (the keeper does the
+        waiting and the SIGKILL of its descendants; this waits for the keeper)."""
+        if proc.returncode is None:
+            _killpg(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), keeper.GRACE + 3.0)
+            except TimeoutError:
+                log.error("the agent's group %d did not end in time; SIGKILL", proc.pid)
+                _killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+        if not self.keeper:  # what is left of the group once its leader is gone
+            _killpg(proc.pid, signal.SIGKILL)
+
+    def sweep(self) -> None:
+        """At start, under the workspace lock: end what an earlier Worker of this workspace
+        left running, after checking it is ours; then record this run's marker."""
+        if not self.keeper:
+            log.warning(
+                "agent processes: on %s an agent may outlive a Worker killed with kill -9, "
+                "and survivors are not looked for at start (prctl and /proc are Linux-only)",
+                sys.platform,
+            )
+            return
+        if self.record is None:
+            return
+        earlier = _read_record(self.record)
+        if earlier is not None:
+            ended = _end_survivors(earlier)
+            if ended:
+                log.warning(
+                    "ended %d processes left by an earlier Worker's agent (group %s, "
+                    "Worker pid %s): pids %s",
+                    len(ended),
+                    earlier.get("pgid"),
+                    earlier.get("worker_pid"),
+                    " ".join(str(p) for p in sorted(ended)),
+                )
+        self._write({})
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    try:
+        data: Any = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("%s cannot be read (%s); no survivors looked for", path, exc)
+        return None
+    marker = data.get("marker") if isinstance(data, dict) else None
+    if not isinstance(marker, str) or len(marker) < 16:
+        log.warning("%s holds no marker; no survivors looked for", path)
+        return None
+    return dict(data)
+
+
+def _survivors(record: dict[str, Any]) -> dict[int, int]:
+    """pid → start time of every live process the record shows to be ours."""
+    marker = str(record["marker"])
+    since = _int(record.get("since")) or 0
+    group = _int(record.get("pgid"))
+    me = os.getpid()
+    live = [p for p in keeper.processes() if p.pid != me]
+    marked = {
+        p.pid: p.start
+        for p in live
+        if p.start >= since and keeper.has_marker(p.pid, marker)
+    }
+    kept = record.get("keeper_pid")
+    keeper_ours = any(
+        p.pid == kept and p.start == record.get("keeper_start") and p.pid in marked
+        for p in live
+    )
+    members = {p.pid: p.start for p in live if group is not None and group in (p.pgid, p.sid)}
+    if keeper_ours or marked.keys() & members.keys():
+        return {**marked, **members}
+    return marked
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _started_at(start: int) -> Callable[[keeper.Proc], bool]:
+    return lambda p: p.start == start
+
+
+def _end_survivors(record: dict[str, Any]) -> set[int]:
+    """SIGKILL what `_survivors` finds until none is left (or `SWEEP_WAIT` passed)."""
+    ended: set[int] = set()
+    deadline = time.monotonic() + SWEEP_WAIT
+    while True:
+        found = _survivors(record)
+        if not found:
+            return ended
+        for pid, start in found.items():
+            if keeper.signal_if(pid, signal.SIGKILL, _started_at(start)):
+                ended.add(pid)
+        if time.monotonic() > deadline:
+            log.error("processes of an earlier Worker's agent did not end: pids %s",
+                      " ".join(str(p) for p in sorted(found)))
+            return ended
+        time.sleep(0.02)  # the kernel is tearing them down: look again
 
 
 class AgentSupervisor:
@@ -36,14 +213,17 @@ class AgentSupervisor:
         ext: ExtHandler | None = None,
         client_meta: Callable[[], dict[str, Any]] | None = None,
         before_restart: Callable[[], Awaitable[None]] | None = None,
+        record: Path | None = None,
     ) -> None:
         self.argv = argv
+        self.processes = AgentProcesses(record)
         self.cwd = cwd
         self.permissions = permissions
         self._ext = ext
         self._client_meta = client_meta or (lambda: {})
         self._before_restart = before_restart
         self.conn: AgentConnection | None = None
+        self._current: AgentConnection | None = None  # starting or running
         self.ready = asyncio.Event()
         self.generation = 0
         self.restarts = 0
@@ -57,12 +237,26 @@ class AgentSupervisor:
     # -- the process ------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Keep the agent running until `stop`; restart with backoff when it exits."""
+        """Keep the agent running until `stop`; restart with backoff when it exits. However
+        this ends (cancelled mid-start included), the agent's whole group ends with it."""
+        try:
+            await self._run()
+        finally:
+            if self._current is not None:
+                await self._current.close()
+
+    async def _run(self) -> None:
         backoff = BACKOFF_START
         while not self._stopping:
             conn = AgentConnection(
-                self.argv, self.cwd, self._on_update, self._on_permission, self._on_ext
+                self.argv,
+                self.cwd,
+                self._on_update,
+                self._on_permission,
+                self._on_ext,
+                processes=self.processes,
             )
+            self._current = conn
             started = time.monotonic()
             try:
                 if self.restarts and self._before_restart is not None:
@@ -80,7 +274,13 @@ class AgentSupervisor:
             self.generation += 1
             self.sessions.clear()
             self.ready.set()
-            log.info("agent started: pid %s (%s)", conn.pid, " ".join(self.argv))
+            log.info(
+                "agent started: pid %s, process group %s%s (%s)",
+                conn.pid,
+                conn.pid,
+                " under a keeper" if self.processes.keeper else "",
+                " ".join(self.argv),
+            )
             code = await conn.wait()
             self.ready.clear()
             self.conn = None
@@ -105,7 +305,7 @@ class AgentSupervisor:
 
     async def stop(self) -> None:
         self._stopping = True
-        conn = self.conn
+        conn = self._current
         if conn is not None:
             await conn.close()
 

@@ -31,7 +31,7 @@ from agentpost.connect.ledger import Ledger, LedgerUnavailable
 from agentpost.connect.permissions import PermissionPolicy
 from agentpost.connect.runner import TurnRunner, TurnSettings
 from agentpost.connect.sessions import Admission, SessionKey
-from agentpost.connect.workspace import LEDGER, Workspace
+from agentpost.connect.workspace import AGENT_GROUP, LEDGER, Workspace
 
 __all__ = ["CRASH_ENV", "Worker", "WorkerConfig", "crash_point", "run_worker"]
 
@@ -88,6 +88,7 @@ class Worker:
             ext=self._ext,
             client_meta=self._client_meta,
             before_restart=self._probe,
+            record=self.workspace.root / AGENT_GROUP,
         )
         self.ledger: Ledger | None = None
         self.deliveries: Deliveries | None = None
@@ -115,6 +116,7 @@ class Worker:
         """Run until SIGTERM/SIGINT (0) or a refusal of this agent's token (1)."""
         self.workspace.prepare()
         self.workspace.lock()
+        self.agent.processes.sweep()  # under the lock: no live Worker's agent is touched
         identity = declaring.worker_identity(self.workspace)
         self.worker_id, self.ledger = identity.worker_id, identity.ledger
         me = await replies.until_answered("who am I", self.client.me)

@@ -1,5 +1,6 @@
 """The Worker's workspace folder (docs/connect.md): `worker-id`, `worker.lock`, the status
-file `connect status` reads, and where a trigger's attachments are saved for the agent.
+file `connect status` reads, `agent-group.json` (the agent's process group), the Turn
+journal (`turns/`), and where a trigger's attachments are saved for the agent.
 
 Durable means fsync'd: small files are replaced atomically (temp → fsync → rename → fsync
 of the folder). Files are 0600, folders 0700.
@@ -20,6 +21,7 @@ LOCK = "worker.lock"
 STATUS = "status.json"
 LEDGER = "deliveries.sqlite3"
 TURNS = "turns"
+AGENT_GROUP = "agent-group.json"  # the agent's process group, to end its survivors at start
 _ID = re.compile(r"^[0-9a-f]{32}$")
 _EVENT_ID = re.compile(r"^ev_[0-9A-Za-z]{1,64}$")
 
