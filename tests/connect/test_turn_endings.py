@@ -162,3 +162,33 @@ def test_a_wake_up_older_than_the_hubs_key_lifetime_is_not_run_but_answered(
     finally:
         for worker in c.workers:
             worker.stop()
+
+
+def test_a_worker_killed_between_a_refused_reply_and_its_notice_posts_the_notice_at_restart(
+    connected: Connected, tmp_path: Path
+) -> None:
+    with connected.hub.client(connected.setup.tokens["alice"]) as h:
+        r = h.patch(f"/v1/rooms/{connected.setup.room}", json={"sensitive_filter": True})
+        assert r.status_code == 200, r.text
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {"RAW_MARKER_DIR": str(marks), "AGENTPOST_CONNECT_CRASH_POINT": "after_reply_refused"}
+    w = connected.worker(agent_cmd(RAW), env=env)
+    e1 = connected.say("helper", "@bot secret")
+    assert w.proc is not None
+    assert w.proc.wait(60) == -9  # killed after the refusal, before the notice
+    assert connected.replies_to(e1["id"]) == []
+    del w.env["AGENTPOST_CONNECT_CRASH_POINT"]
+    w.start()
+    notice = _one_reply(connected, e1["id"])
+    assert notice["reply_kind"] == "error" and "the hub refused it" in notice["text"]
+    assert len(list(marks.iterdir())) == 1  # the agent was not asked again
+
+
+def test_a_worker_bug_after_the_reply_landed_says_nothing_false(connected: Connected) -> None:
+    w = connected.worker(agent_cmd(RAW), env={"AGENTPOST_CONNECT_FAIL_POINT": "after_post"})
+    e1 = connected.say("helper", "@bot hello")
+    reply = _one_reply(connected, e1["id"])
+    assert reply["text"] == "raw: @bot hello" and reply["reply_kind"] == "result"
+    assert "fail point after_post reached" in w.log()
+    assert len(connected.replies_to(e1["id"])) == 1  # no "was not posted" notice after it

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from faultproxy import Fault, FaultProxy, five_hundred
 
 from conftest import AGENTS, Connected, agent_cmd, quiet_for, wait_for
 from hubproc import HubProcess, fresh_workspace, make_setup
@@ -87,6 +89,22 @@ def test_takeover_gives_the_next_fence_and_the_old_one_is_refused_everywhere(
     assert e1["targets"] == ["bot"]
 
 
+def test_the_same_worker_takes_its_own_live_lease_back_only_naming_its_last_fence(
+    connected: Connected,
+) -> None:
+    """A Worker restarted on its workspace names the fence it last held; a copy of that
+    workspace started elsewhere (same worker id, same host name) does not steal it."""
+    with connected.hub.client(connected.setup.tokens["bot"]) as h:
+        assert _take(h, A).json()["lease"]["fence"] == 1
+        copy = _take(h, A)  # no last fence: a copy, not a restart
+        assert copy.status_code == 409 and copy.json()["error"]["code"] == "lease_held"
+        stale_copy = _take(h, A, last_fence=7)
+        assert stale_copy.status_code == 409
+        restarted = _take(h, A, last_fence=1)
+        assert restarted.status_code == 200 and restarted.json()["lease"]["fence"] == 2
+        assert _take(h, A, last_fence=1).status_code == 409  # fence 1 is history now
+
+
 def test_a_released_lease_is_taken_at_once_and_a_lapsed_one_after_it_lapses(
     connected: Connected,
 ) -> None:
@@ -155,6 +173,15 @@ def _prompts(folder: Path) -> int:
     return len(list(folder.glob("prompt-*")))
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text() if Path(f"/proc/{pid}/stat").exists() else ""
+    return ") Z " not in stat  # a zombie did its last work
+
+
 def test_two_workers_for_one_agent_answer_each_wake_up_once(
     connected: Connected, tmp_path: Path
 ) -> None:
@@ -208,12 +235,12 @@ def test_the_standby_takes_over_when_the_holder_is_killed(
         assert len(_replies(c, e["id"])) == 1
 
 
-def test_takeover_ends_the_old_worker_and_a_racing_turn_posts_once(
+def test_takeover_ends_the_old_workers_agent_at_once_and_the_reply_is_posted_once(
     connected: Connected, tmp_path: Path
 ) -> None:
-    """The old Worker is mid-Turn when a person takes over: both run the Turn (the old one
-    cannot be reached to stop it), and the reply is posted once, because Turn keys derive
-    from the agent member and the trigger, not the workspace."""
+    """The old Worker is mid-Turn when a person takes over: at its next renewal it learns
+    the lease is gone, ends its agent at once (the slow Turn never finishes there) and waits
+    as a standby; the new Worker runs the Turn and posts the reply, once."""
     c = connected
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -226,14 +253,17 @@ def test_takeover_ends_the_old_worker_and_a_racing_turn_posts_once(
         log_name="bot-2",
     )
     assert "took over the lease from the Worker on host" in second.log()
-    assert first.proc is not None
-    assert first.proc.wait(60) == 1  # the old Worker stops: its lease was taken
-    assert "is no longer this agent's lease" in first.log()
+    first_agent = int((marks / "prompt-1").read_text())
+    wait_for(lambda: "is no longer this agent's lease" in first.log(), timeout=30)
+    wait_for(lambda: not _alive(first_agent), timeout=10)  # ended, not left to finish
+    wait_for(lambda: "standby: another Worker serves this agent" in first.log(), timeout=30)
+    assert first.proc is not None and first.proc.poll() is None  # waiting, not gone
     reply = c.wait_reply(e1["id"])
     assert (reply["text"], reply["reply_kind"]) == ("slow done 3", "result")
     wait_for(lambda: c.acked() >= 1)
     quiet_for(1.0)
     assert len(_replies(c, e1["id"])) == 1
+    assert _prompts(marks) == 2  # once in the old Worker (ended), once in the new one
 
 
 def test_a_stopped_worker_hands_over_at_once(connected: Connected, tmp_path: Path) -> None:
@@ -286,3 +316,44 @@ def test_a_post_naming_an_old_fence_is_refused_and_spends_no_key(connected: Conn
                 headers={"Agentpost-Worker-Fence": bad},
             )
             assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_request"
+
+
+def test_a_worker_that_cannot_renew_ends_its_agent_before_a_standby_takes_over(
+    connected: Connected, tmp_path: Path
+) -> None:
+    """The holder cannot reach the hub (its renewals fail); the lease lapses on the hub and
+    the standby runs the wake-up. The holder must not keep working meanwhile: it ends its
+    agent by the time the lease lapses, then waits as a standby itself."""
+    c = connected
+    proxy = FaultProxy(c.hub.url).start()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {"TRICK_MARKER_DIR": str(marks)}
+    try:
+        first = c.worker(agent_cmd(TRICK), env={**env, "AGENTPOST_HUB": proxy.url})
+        second = c.worker(
+            agent_cmd(TRICK), env=env, workspace=tmp_path / "ws-bot-2", log_name="bot-2",
+            wait_agent=False,
+        )
+        wait_for(lambda: "standby:" in second.log())
+        e1 = c.say("alice", "@bot slow 8")
+        wait_for(lambda: _prompts(marks) == 1)
+        first_agent = int((marks / "prompt-1").read_text())
+        cut_at = time.monotonic()
+        proxy.arm(
+            Fault("POST", "/v1/worker/lease/renew", answer=five_hundred(), keyed=False, times=-1)
+        )
+        wait_for(lambda: not _alive(first_agent), timeout=10)
+        assert time.monotonic() - cut_at < 8  # before its slow Turn could have finished
+        assert "the lease could not be renewed" in first.log()
+        reply = c.wait_reply(e1["id"], timeout=60)
+        assert reply["text"] == "slow done 8"
+        wait_for(lambda: c.acked() >= 1)
+        wait_for(lambda: "standby: another Worker serves this agent" in first.log(), timeout=30)
+        quiet_for(1.0)
+        assert len(_replies(c, e1["id"])) == 1
+        assert _prompts(marks) == 2
+    finally:
+        for w in c.workers:
+            w.stop()
+        proxy.stop()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -120,6 +122,7 @@ class AsyncHubClient:
         # A Worker's lease fence (docs/connect.md "One Worker per agent"): sent with every
         # post, so the hub refuses the posts of a Worker whose lease another one took.
         self.fence: int | None = None
+        self._skew = 0.0
         self._urls: dict[str, httpx.URL] = {}  # hub + path, parsed once (a room's posts)
 
     async def __aenter__(self) -> AsyncHubClient:
@@ -185,8 +188,26 @@ class AsyncHubClient:
 
     async def capabilities(self) -> dict[str, Any]:
         resp = await self.request("GET", "/v1/capabilities")
+        self._note_hub_clock(resp)
         data: dict[str, Any] = resp.json()
         return data
+
+    def _note_hub_clock(self, resp: httpx.Response) -> None:
+        """The hub's clock from its `Date` header (1 s resolution): rules about the hub's
+        own times (a key's lifetime since an event's `created_at`) use it, not ours."""
+        date = resp.headers.get("date")
+        if not date:
+            return
+        try:
+            hub_now = email.utils.parsedate_to_datetime(date).timestamp() + 0.5
+        except (TypeError, ValueError):
+            return
+        skew = time.time() - hub_now
+        self._skew = skew if abs(skew) > 2.0 else 0.0  # within the header's resolution: none
+
+    def hub_clock_skew(self) -> float:
+        """This machine's clock minus the hub's, as of the last capabilities probe."""
+        return self._skew
 
     async def me(self) -> dict[str, Any]:
         data: dict[str, Any] = (await self.request("GET", "/v1/me")).json()
@@ -318,11 +339,21 @@ class AsyncHubClient:
     # -- the Worker lease (docs/connect.md "One Worker") ---------------------------------
 
     async def take_lease(
-        self, worker_id: str, host: str, pid: int, takeover: bool = False
+        self,
+        worker_id: str,
+        host: str,
+        pid: int,
+        takeover: bool = False,
+        last_fence: int | None = None,
     ) -> dict[str, Any]:
         """`{"lease": {...}, "replaced": {...} | None}`; `HubRefused` `lease_held` (with
-        the holder in `body`) while another Worker holds it."""
-        body = {"worker_id": worker_id, "host": host, "pid": pid, "takeover": takeover}
+        the holder in `body`) while another Worker holds it. `last_fence`: the fence this
+        workspace last held (a restart takes its own live lease back with it)."""
+        body: dict[str, Any] = {
+            "worker_id": worker_id, "host": host, "pid": pid, "takeover": takeover
+        }
+        if last_fence is not None:
+            body["last_fence"] = last_fence
         data: dict[str, Any] = (await self.request("POST", "/v1/worker/lease", json=body)).json()
         return data
 

@@ -127,6 +127,7 @@ class _Transport:
         self._on_ext = on_ext
         self._lock = asyncio.Lock()
         self.bad_lines = 0
+        self.eof = False
 
     async def send(self, message: dict[str, Any]) -> None:
         data = json.dumps(message, separators=(",", ":")).encode() + b"\n"
@@ -184,6 +185,7 @@ class _Transport:
                 if exc.partial:
                     chunks.append(exc.partial)
                     return b"".join(chunks)
+                self.eof = True  # the agent closed its stdout: it is going away
                 return None
             size += len(chunk)
             if size > MAX_FRAME_BYTES:
@@ -364,8 +366,11 @@ class AgentConnection:
         except RequestError as exc:
             raise RequestFailed(f"the agent answered the prompt with an error: {exc}") from exc
         except (ConnectionError, OSError) as exc:
-            if self.alive():  # the process lives on, but its connection cannot be read
+            ended = self._transport is not None and self._transport.eof
+            if self.alive() and not ended:  # it lives on, but its connection cannot be read
                 self._cut(f"the connection to the agent broke ({exc!r})")
+                raise AgentBroken(self._why("")) from exc
+            if self.cut_reason is not None and not ended:
                 raise AgentBroken(self._why("")) from exc
             raise AgentFailed(self._why(f"the agent went away mid-Turn: {exc!r}")) from exc
         except Exception as exc:  # an answer the SDK cannot validate: the agent is broken
@@ -429,6 +434,11 @@ class AgentConnection:
         exc = None if task.cancelled() else task.exception()
         if exc is not None:
             self._cut(f"the connection to the agent failed ({_brief(exc)})")
+
+    def cut(self, reason: str) -> None:
+        """Cut the agent off now: its whole group is SIGKILLed (a broken connection, an
+        oversized frame, a lost lease)."""
+        self._cut(reason)
 
     def _cut(self, reason: str) -> None:
         if self.cut_reason is not None:

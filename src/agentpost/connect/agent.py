@@ -309,6 +309,14 @@ class AgentSupervisor:
         if conn is not None:
             await conn.close()
 
+    def halt(self, reason: str) -> None:
+        """End the agent's whole group at once, no grace (this Worker lost its lease: the
+        agent must do no more work, §6), and restart it no more."""
+        self._stopping = True
+        conn = self._current
+        if conn is not None:
+            conn.cut(reason)
+
     async def wait_ready(self, timeout: float) -> AgentConnection:
         """The live connection; `AgentFailed` (with the last reason) past `timeout`."""
         try:

@@ -5,6 +5,7 @@ ledger, the egress roots apart from `<workspace>/export/` — with the one reaso
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from typing import Any
 from agentpost.connect import bindings
 from agentpost.connect.ledger import Ledger, LedgerUnavailable
 from agentpost.connect.workspace import LEDGER, Workspace, WorkspaceError
+
+log = logging.getLogger("agentpost.connect.worker")
 
 # Said when delivery is enabled: what the Worker checked (the log line at start, and status).
 ENABLED_BECAUSE = "the hub's keys echo, the ledger is locked, the egress roots are apart"
@@ -63,6 +66,17 @@ def worker_identity(workspace: Workspace) -> Identity:
 
 
 MIN_KEY_TTL = 86400
+
+
+def key_ttl(caps: dict[str, Any]) -> int:
+    """The hub's Idempotency-Key lifetime in seconds; the design's 24 h when the hub does
+    not say (a value of the wrong shape is taken as "does not say", and logged)."""
+    idem = caps.get("room_post_idempotency")
+    ttl = idem.get("ttl_seconds") if isinstance(idem, dict) else None
+    if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0:
+        return ttl
+    log.warning("the hub reports no usable key lifetime (%r); assuming %d s", ttl, MIN_KEY_TTL)
+    return MIN_KEY_TTL
 
 
 def probe_reason(caps: dict[str, Any]) -> str | None:

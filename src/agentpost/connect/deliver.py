@@ -77,6 +77,14 @@ def delivered(indices: list[int], event_ids: list[str], expires_at: str) -> dict
     }
 
 
+def _shape(parts: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """What a delivery posts, part by part: a resend that adds fields of its own (an
+    attempt counter, `_meta`) is still the same delivery."""
+    return [
+        (p["type"], p["path"] if p["type"] == "file" else p["text"].strip()) for p in parts
+    ]
+
+
 class BadRequest(Exception):
     """The request does not have §6's shape (answered -32602, nothing recorded)."""
 
@@ -171,7 +179,7 @@ class Deliveries:
             expires = _iso(entry.first_seen + STOP_SECONDS)
             if entry.binding != binding:
                 return final(CONFLICT, {"binding": entry.binding}, expires)
-            if entry.parts != parts:  # the same id for other parts is no resend (§6)
+            if _shape(entry.parts) != _shape(parts):  # the same id, other parts: no resend
                 why = "this delivery id was used for other parts"
                 return final(CONFLICT, {"binding": entry.binding, "why": why}, expires)
             if entry.result is not None:

@@ -59,9 +59,11 @@ class InboxCursor:
         client: AsyncHubClient,
         counters: dict[str, int],
         fence: Callable[[], int | None] = lambda: None,
+        refused: Callable[[HubRefused], None] = lambda exc: None,
     ) -> None:
         self.client = client
         self._fence = fence  # the Worker's lease (§6 "One Worker"), named on every ack
+        self._refused = refused
         self.counters = counters
         self.acked = 0
         self._seen: set[int] = set()
@@ -94,6 +96,7 @@ class InboxCursor:
                 self.counters["acks"] += 1
             except HubRefused as exc:
                 log.error("ack %d refused: %s", top, exc)
+                self._refused(exc)
 
     def status(self) -> dict[str, Any]:
         return {"acked": self.acked, "seen": self._max_seen, "open": sorted(self._open)}

@@ -3,10 +3,14 @@ side of the hub's lease. It takes the lease before it starts its agent or reads 
 waits as a standby while another Worker holds it (saying so once), renews it every few
 seconds, names its fence on every inbox ack, and lets it go at stop.
 
-A renewal the hub cannot answer is tried again: the lease may lapse meanwhile, but if no
-other Worker took it the hub renews it under the same fence. Only a renewal refused as
-`lease_lost` (another Worker took over) ends this Worker: nothing it does after that
-would be acknowledged.
+A renewal the hub cannot answer is tried again until the lease would have lapsed on the
+hub; then this Worker must assume that a standby took over and stops working at once
+(`LeaseLost`): its agent is ended and it waits as a standby itself. A renewal refused as
+`lease_lost` (another Worker took over) does the same.
+
+A Worker restarted on the same workspace takes its own lease back at once, but only when
+it names the fence it last held (kept in `<workspace>/lease-fence`): a copy of the
+workspace started elsewhere never steals a live lease.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ import logging
 import os
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
 from agentpost.client import AsyncHubClient, HubError, HubRefused
+from agentpost.connect.workspace import write_atomic
 
 log = logging.getLogger("agentpost.connect.worker")
 
@@ -26,16 +32,23 @@ LEASE_HELD = "lease_held"
 LEASE_LOST = "lease_lost"
 RENEWALS_PER_LEASE = 5  # renew five times per lease period (every 6 s of a 30 s lease)
 STANDBY_POLL_MAX = 5.0
+FENCE_FILE = "lease-fence"
 
 
 class LeaseLost(Exception):
-    """Another Worker took this agent's lease: this one must stop working."""
+    """Another Worker took this agent's lease, or may have (it lapsed while the hub could
+    not be reached): this one must stop working at once."""
+
+
+class NoLeases(Exception):
+    """The hub has no Worker leases (an older hub): one Worker per agent cannot be kept."""
 
 
 class WorkerLease:
-    def __init__(self, client: AsyncHubClient, worker_id: str) -> None:
+    def __init__(self, client: AsyncHubClient, worker_id: str, workspace: Path) -> None:
         self.client = client
         self.worker_id = worker_id
+        self._fence_file = workspace / FENCE_FILE
         self.host = socket.gethostname()
         self.fence: int | None = None
         self.lease_seconds = 30.0
@@ -43,6 +56,7 @@ class WorkerLease:
         self.holder: dict[str, Any] | None = None  # the other Worker, while standby
         self.since: str | None = None
         self.renewed_at: float | None = None
+        self._renewed_mono = 0.0
         self.replaced: dict[str, Any] | None = None
 
     def status(self) -> dict[str, Any]:
@@ -57,18 +71,33 @@ class WorkerLease:
             "replaced": self.replaced,
         }
 
+    def _last_fence(self) -> int | None:
+        try:
+            text = self._fence_file.read_text("ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return int(text) if text.isdigit() and 0 < int(text) < 2**62 else None
+
     async def take(self, takeover: bool, on_standby: Any = None) -> None:
-        """Until this Worker holds the lease. While another holds it: standby (said once)."""
+        """Until this Worker holds the lease. While another holds it: standby (said once).
+        `takeover` is asked only until the hub first answers: a Worker that later lost the
+        lease waits like any standby."""
         told = False
         delay = 0.5
         while True:
             try:
                 got = await self.client.take_lease(
-                    self.worker_id, self.host, os.getpid(), takeover
+                    self.worker_id, self.host, os.getpid(), takeover, self._last_fence()
                 )
             except HubRefused as exc:
+                if exc.status == 404 and exc.code in ("not_found", "method_not_allowed"):
+                    raise NoLeases(
+                        "this hub has no Worker leases (POST /v1/worker/lease: 404); "
+                        "upgrade the hub: one Worker per agent cannot be kept without them"
+                    ) from exc
                 if exc.code != LEASE_HELD:
                     raise
+                takeover = False
                 holder = exc.body.get("holder")
                 self.holder = holder if isinstance(holder, dict) else None
                 self.state = "standby"
@@ -94,6 +123,10 @@ class WorkerLease:
                 continue
             lease = got["lease"]
             self._held(lease)
+            try:
+                write_atomic(self._fence_file, f"{self.fence}\n".encode())
+            except OSError as exc:  # only costs a restart its fast path back to the lease
+                log.warning("cannot record the lease's fence in %s: %s", self._fence_file, exc)
             self.replaced = got.get("replaced")
             if self.replaced:
                 log.warning(
@@ -117,24 +150,42 @@ class WorkerLease:
         self.state = "held"
         self.holder = None
         self.renewed_at = time.time()
+        self._renewed_mono = time.monotonic()
 
     async def keep(self) -> None:
-        """Renew for ever; raise `LeaseLost` when another Worker took over."""
+        """Renew for ever; raise `LeaseLost` when another Worker took over, or when the
+        lease lapsed on the hub while this Worker could not renew it (a standby may be
+        running the same wake-ups by now: this Worker's agent must stop at once)."""
         assert self.fence is not None
+        every = self.lease_seconds / RENEWALS_PER_LEASE
         while True:
-            await asyncio.sleep(self.lease_seconds / RENEWALS_PER_LEASE)
+            await asyncio.sleep(every)
             try:
                 self._held(await self.client.renew_lease(self.fence))
+                continue
             except HubRefused as exc:
                 if exc.code == LEASE_LOST:
-                    self.state = "lost"
-                    holder = exc.body.get("holder")
-                    self.holder = holder if isinstance(holder, dict) else None
+                    self.lost(exc.message, exc.body.get("holder"))
                     raise LeaseLost(exc.message) from exc
                 log.warning("lease renewal refused: %s", exc)
             except HubError as exc:
                 log.warning("lease renewal: the hub did not answer (%s)", exc)
+            # Lapsed on the hub by its count (it started no later than our request did).
+            if time.monotonic() - self._renewed_mono >= self.lease_seconds - every / 2:
+                why = (
+                    f"the lease could not be renewed for {self.lease_seconds:.0f} s and has "
+                    "lapsed; another Worker may be serving this agent now"
+                )
+                self.lost(why, None)
+                raise LeaseLost(why)
 
+    def lost(self, why: str, holder: Any) -> None:
+        """Said by the hub (a refused renewal, ack or post) or by the clock: not ours."""
+        if self.state != "lost":
+            log.error("lease lost: %s; the agent is ended and this Worker waits as a standby",
+                      why)
+        self.state = "lost"
+        self.holder = holder if isinstance(holder, dict) else None
     async def release(self) -> None:
         if self.fence is None or self.state != "held":
             return

@@ -116,19 +116,23 @@ async def post_turn(
     links: list[tuple[str, str]],
     egress: EgressRoots | None,
     reply_kind: str | None,
-    journal: Callable[[list[str]], None] = lambda keys: None,
+    journal: Callable[[list[str]], bool] = lambda keys: True,
 ) -> Posted:
     """Files, a notice naming refused files, then the text; `journal` is handed every key
     of the Turn before the first of several parts is posted (docs/connect.md "Turns"), so
-    a Worker killed in between knows that something may have landed."""
+    a Worker killed in between knows that something may have landed. A journal that
+    cannot be written sends no files (fail closed): the text says they were not sent."""
     out = Posted()
     files = await _open_files(member_id, trigger, links, egress, out.refused)
     try:
-        if files:
-            journal(
-                [f.key for f in files]
-                + [keys.turn_notice_key(member_id, trigger), keys.turn_key(member_id, trigger)]
-            )
+        several = [f.key for f in files]
+        if out.refused:
+            several.append(keys.turn_notice_key(member_id, trigger))
+        if several and not journal([*several, keys.turn_key(member_id, trigger)]):
+            out.refused.extend(f"{f.name}: the Turn journal could not be written" for f in files)
+            for f in files:
+                os.close(f.fd)
+            files = []
         for f in files:
             mime = mimetypes.guess_type(f.name)[0] or "application/octet-stream"
             with os.fdopen(f.fd, "rb") as fh:
@@ -182,12 +186,16 @@ async def post_turn(
         )
     except HubRefused as exc:
         out.final_error = exc
+        if exc.code == "idempotency_conflict":  # a reply landed under this key before
+            log.warning("reply to %s: a reply was posted under its Turn key before", trigger)
+            return out
         log.error("reply to %s refused by the hub: %s (%s)", trigger, exc.code, exc.message)
-        out.reply = await _tell_refused(client, member_id, room, trigger, reply_kind, exc)
+        crash_point("after_reply_refused")
+        out.reply = await tell_refused(client, member_id, room, trigger, reply_kind, exc)
     return out
 
 
-async def _tell_refused(
+async def tell_refused(
     client: AsyncHubClient,
     member_id: str,
     room: str,

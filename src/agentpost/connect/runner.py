@@ -90,9 +90,9 @@ class TurnRunner:
         ev = item.event
         s = self.settings
         started = time.time()
-        if await self._answered_before(ev):
-            return
         delegated = s.me in (ev.metadata.get("delegated_to") or [])
+        if await self._answered_before(ev, delegated):
+            return
         ended = await self._not_to_run(ev)
         if ended is not None:
             log.warning("Turn %s not run: %s", ev.id, ended.outcome)
@@ -107,9 +107,11 @@ class TurnRunner:
             self.running.pop(ev.id, None)
         await self._finish(ev, result, delegated, started)
 
-    async def _answered_before(self, ev: Event) -> bool:
+    async def _answered_before(self, ev: Event, delegated: bool) -> bool:
         """The reply is in the room already: posted by this Worker before a restart, by
-        another Worker of this agent, or under the worker-id key of an older Worker."""
+        another Worker of this agent, or under the worker-id key of an older Worker. A
+        reply the hub refused counts too, once the notice in its place is posted (a Worker
+        stopped between the two posts it now)."""
         s = self.settings
         for turn_key in (keys.turn_key(s.member_id, ev.id), keys.turn_key(s.worker_id, ev.id)):
 
@@ -117,17 +119,36 @@ class TurnRunner:
                 return self.client.send_state(ev.room, turn_key)
 
             known = await replies.until_answered(f"send state of {ev.id}", state)
-            if known is not None:
-                log.info("reply to %s was posted before (%s); not running it again",
-                         ev.id, known.state)
-                return True
+            if known is None:
+                continue
+            log.info("reply to %s was posted before (%s); not running it again",
+                     ev.id, known.state)
+            if known.state == "rejected" and turn_key == keys.turn_key(s.member_id, ev.id):
+                err = known.response.get("error")
+                err = err if isinstance(err, dict) else {}
+                refusal = HubRefused(
+                    str(err.get("code", "command_rejected")),
+                    str(err.get("message", "")),
+                    known.status,
+                    err,
+                )
+                kind = "error" if delegated else None
+                await replies.tell_refused(self.client, s.member_id, ev.room, ev.id, kind, refusal)
+            self._forget_journal(ev.id)
+            return True
         return False
+
+    def _forget_journal(self, trigger: str) -> None:
+        try:
+            self.workspace.clear_turn(trigger)
+        except (OSError, WorkspaceError) as exc:
+            log.warning("Turn journal of %s not removed: %s", trigger, exc)
 
     async def _not_to_run(self, ev: Event) -> turns.TurnResult | None:
         """A Turn that must not run (again): its wake-up is past the hub's key lifetime, or
         an earlier run posted part of its reply before it was interrupted."""
         s = self.settings
-        age = _age_seconds(ev.created_at)
+        age = _age_seconds(ev.created_at, self.client.hub_clock_skew())
         if age is not None and age > s.run_window():
             return turns.failed(
                 turns.EXPIRED, f"{int(age)} s old, keys kept {s.key_ttl_seconds} s", None
@@ -145,11 +166,12 @@ class TurnRunner:
             def state(part_key: str = part_key) -> Awaitable[Any]:
                 return self.client.send_state(ev.room, part_key)
 
-            if await replies.until_answered(f"send state of a part of {ev.id}", state):
+            found = await replies.until_answered(f"send state of a part of {ev.id}", state)
+            if found is not None and found.state == "created":
                 landed += 1
         if landed:
             return turns.failed(turns.INTERRUPTED, f"{landed} part(s) of it were posted", None)
-        self.workspace.clear_turn(ev.id)  # nothing landed: run it as if for the first time
+        self._forget_journal(ev.id)  # nothing landed: run it as if for the first time
         return None
 
     async def _finish(
@@ -159,12 +181,14 @@ class TurnRunner:
         kind = turns.reply_kind(result, delegated)
         text = turns.reply_text(result, s.me)[:HUB_MAX_TEXT]
 
-        def journal(part_keys: list[str]) -> None:
+        def journal(part_keys: list[str]) -> bool:
             try:
                 self.workspace.write_turn(ev.id, part_keys)
             except (OSError, WorkspaceError) as exc:
-                log.error("Turn journal of %s not written (%s); a crash before its reply "
-                          "is posted would run it again", ev.id, exc)
+                log.error("Turn journal of %s not written (%s); its files are not sent",
+                          ev.id, exc)
+                return False
+            return True
 
         posted = await replies.post_turn(
             self.client,
@@ -178,10 +202,8 @@ class TurnRunner:
             journal,
         )
         crash_point("after_post")
-        try:
-            self.workspace.clear_turn(ev.id)
-        except OSError as exc:
-            log.warning("Turn journal of %s not removed: %s", ev.id, exc)
+        fail_point("after_post")
+        self._forget_journal(ev.id)
         if result.outcome not in (turns.END_TURN, turns.NEEDS_INPUT):
             self.counters["errors"] += 1
         if posted.reply is not None:
@@ -200,9 +222,11 @@ class TurnRunner:
 
     async def failed_unexpectedly(self, item: InboxItem, exc: BaseException) -> None:
         """A bug of the Worker ended the Turn: the room is told (§6: no Turn ends in
-        silence), under the Turn key, so a reply that did land is replayed, not doubled."""
+        silence), unless its reply had landed before the bug struck."""
         ev = item.event
         delegated = self.settings.me in (ev.metadata.get("delegated_to") or [])
+        if await self._answered_before(ev, delegated):
+            return
         result = turns.failed(turns.WORKER_ERROR, type(exc).__name__, None)
         await self._finish(ev, result, delegated, time.time())
 
@@ -330,10 +354,11 @@ class TurnRunner:
         self.on_turn_end()
 
 
-def _age_seconds(created_at: str) -> float | None:
-    """Seconds since an event's `created_at` (RFC 3339 UTC); None when it cannot be read."""
+def _age_seconds(created_at: str, skew: float = 0.0) -> float | None:
+    """Seconds since an event's `created_at` (RFC 3339 UTC) by the hub's clock (`skew`:
+    this machine's clock minus the hub's); None when it cannot be read."""
     try:
         made = datetime.fromisoformat(created_at.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return time.time() - made.timestamp()
+    return time.time() - skew - made.timestamp()

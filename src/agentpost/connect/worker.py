@@ -9,6 +9,7 @@ after another; Sessions run side by side.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import logging
 import os
@@ -26,7 +27,7 @@ from agentpost.connect.agent import AgentSupervisor
 from agentpost.connect.crash import CRASH_ENV, crash_point
 from agentpost.connect.deliver import BadRequest, Deliveries
 from agentpost.connect.egress import EgressRoots
-from agentpost.connect.lease import WorkerLease
+from agentpost.connect.lease import NoLeases, WorkerLease
 from agentpost.connect.ledger import Ledger, LedgerUnavailable
 from agentpost.connect.permissions import PermissionPolicy
 from agentpost.connect.runner import TurnRunner, TurnSettings
@@ -101,7 +102,9 @@ class Worker:
             "no_turn": 0,
             "acks": 0,
         }
-        self.cursor = inbox.InboxCursor(self.client, self.counters, self._fence)
+        self.cursor = inbox.InboxCursor(self.client, self.counters, self._fence, self._refused)
+        self._lease_gone = asyncio.Event()
+        self.standby_again = False  # the lease was lost: run again, as a standby
         self._queues: dict[SessionKey, asyncio.Queue[InboxItem]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._delivering: set[asyncio.Task[Any]] = set()  # `_ag2/deliver` requests in flight
@@ -130,8 +133,15 @@ class Worker:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
-        if not await self._take_lease():
-            return await self._close(0)
+        try:
+            if not await self._take_lease():
+                return await self._close(0)
+        except NoLeases as exc:
+            log.error("%s", exc)
+            return await self._close(1)
+        assert self.lease is not None
+        # Renewed from now on, whatever the start below waits for (§6 "One Worker").
+        keeper = asyncio.create_task(self.lease.keep())
         # Read after the lease is ours: a Worker that was standby starts where the last
         # holder acknowledged, not where it stood when this one started.
         me = await replies.until_answered("who am I", self.client.me)
@@ -153,7 +163,7 @@ class Worker:
                 self.me,
                 self.config.turn_timeout,
                 self.config.agent_start_wait,
-                int(caps.get("room_post_idempotency", {}).get("ttl_seconds", 86400)),
+                declaring.key_ttl(caps),
             ),
             self.client,
             self.agent,
@@ -181,17 +191,19 @@ class Worker:
         status_task = asyncio.create_task(self._status_loop())
         heartbeat = asyncio.create_task(self._heartbeat())
         stopper = asyncio.create_task(self._stop.wait())
-        assert self.lease is not None
-        keeper = asyncio.create_task(self.lease.keep())
+        lease_gone = asyncio.create_task(self._lease_gone.wait())
         done, _ = await asyncio.wait(
-            {follower, stopper, keeper}, return_when=asyncio.FIRST_COMPLETED
+            {follower, stopper, keeper, lease_gone}, return_when=asyncio.FIRST_COMPLETED
         )
         code = 0
-        for failed in (follower, keeper):
-            if failed in done and failed.exception() is not None:
-                log.error("the Worker stops: %s", failed.exception())
-                code = 1
-        for t in (follower, stopper, keeper, status_task, heartbeat, *self._tasks):
+        if follower in done and follower.exception() is not None:
+            log.error("the Worker stops: %s", follower.exception())
+            code = 1
+        if lease_gone in done or (keeper in done and keeper.exception() is not None):
+            # Another Worker serves this agent now: no more work here, not one tool call.
+            self.agent.halt("this Worker lost the agent's lease")
+            self.standby_again = not self._stop.is_set()
+        for t in (follower, stopper, keeper, lease_gone, status_task, heartbeat, *self._tasks):
             t.cancel()
         await self.agent.stop()
         supervisor.cancel()
@@ -210,12 +222,13 @@ class Worker:
         if self.ledger is not None:
             self.ledger.close()  # commits what is queued (parts recorded without waiting)
         await self.client.aclose()
+        self.workspace.unlock()
         return code
 
     async def _take_lease(self) -> bool:
         """Hold this agent's lease before anything else runs (§6 "One Worker"); False when
         the Worker was stopped while it waited as a standby."""
-        self.lease = WorkerLease(self.client, self.worker_id)
+        self.lease = WorkerLease(self.client, self.worker_id, self.workspace.root)
         taking = asyncio.ensure_future(self.lease.take(self.config.takeover, self._write_status))
         stopper = asyncio.ensure_future(self._stop.wait())
         await asyncio.wait({taking, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -229,6 +242,12 @@ class Worker:
 
     def _fence(self) -> int | None:
         return self.lease.fence if self.lease is not None else None
+
+    def _refused(self, exc: HubRefused) -> None:
+        """An ack refused as `lease_lost`: stop at once, not at the next renewal."""
+        if exc.code == "lease_lost" and self.lease is not None:
+            self.lease.lost(exc.message, exc.body.get("holder"))
+            self._lease_gone.set()
 
     # -- deferred delivery: declaring (docs/deliver.md "Declaring", "Ledger") ------------
 
@@ -520,12 +539,22 @@ def _seconds(name: str, default: float) -> float:
 
 
 def run_worker(config: WorkerConfig, on_ready: Callable[[Worker], None] | None = None) -> int:
-    worker = Worker(config)
-    if on_ready is not None:
-        on_ready(worker)
     try:  # installed with the hub (uvicorn[standard]); its loop costs less per wake-up
         uvloop: Any = importlib.import_module("uvloop")
     except ImportError:
         uvloop = None
     run: Callable[[Any], int] = getattr(uvloop, "run", asyncio.run)  # no `run` before uvloop 0.18
-    return run(worker.run())
+    return run(_serve(config, on_ready))
+
+
+async def _serve(config: WorkerConfig, on_ready: Callable[[Worker], None] | None) -> int:
+    """Workers one after another: a Worker that lost its lease ended its agent and runs
+    again as a standby (§6 "One Worker"); `--takeover` is for the first one only."""
+    while True:
+        worker = Worker(config)
+        if on_ready is not None:
+            on_ready(worker)
+        code = await worker.run()
+        if not worker.standby_again:
+            return code
+        config = dataclasses.replace(config, takeover=False)

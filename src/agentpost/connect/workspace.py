@@ -70,6 +70,11 @@ class Workspace:
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
 
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # the kernel drops the flock with its last descriptor
+            self._lock_fd = None
+
     def locked_by_other(self) -> bool:
         """True while some live Worker holds the lock (for `connect status`)."""
         path = self.root / LOCK

@@ -17,6 +17,8 @@ the Worker lease in one place.
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from agentpost.core.clock import now_ms, rfc3339
@@ -27,6 +29,7 @@ from agentpost.store.engine import Db, Tx
 from agentpost.store.models import Lease, Member
 
 FENCE_HEADER = "Agentpost-Worker-Fence"
+_FENCE = re.compile(r"[1-9][0-9]{0,17}")  # ASCII digits only (str.isdigit takes "²")
 
 
 class LeaseHeld(RequestError):
@@ -86,6 +89,7 @@ def take(
     pid: int,
     takeover: bool,
     lease_ms: int,
+    last_fence: int | None = None,
 ) -> tuple[Lease, Lease | None]:
     """(the new lease, the live one it replaced when taken over) or `LeaseHeld`."""
     _agent(member)
@@ -93,7 +97,7 @@ def take(
     leases.ensure_row(tx, member.id, now)
     old = leases.lock(tx, member.id)
     assert old is not None
-    same_worker = old.worker_id == worker_id and old.host == host
+    same_worker = old.worker_id == worker_id and old.host == host and old.fence == last_fence
     replaced = old if live(old, now) else None
     if replaced is not None and not takeover and not same_worker:
         raise LeaseHeld(old)
@@ -131,10 +135,12 @@ def release(tx: Tx, member: Member, fence: int) -> None:
 
 
 def check_fence(db: Db, member: Member, fence: int | None) -> None:
-    """Refuse an ack or post of a Worker whose lease another Worker took over."""
+    """Refuse an ack or post of a Worker whose lease another Worker took over. The row is
+    read under a shared lock (PostgreSQL): a `take` waits for this write to commit, so no
+    stale ack or post commits after a new holder got its fence."""
     if fence is None:
         return
-    found = leases.get(db, member.id)
+    found = leases.share(db, member.id)
     if found is None or found.fence != fence or found.released:
         raise LeaseLost(fence, found)
 
@@ -144,7 +150,7 @@ def fence_header(raw: str | None) -> int | None:
     if raw is None:
         return None
     text = raw.strip()
-    if not text.isdigit() or len(text) > 18 or int(text) < 1:
+    if _FENCE.fullmatch(text) is None:
         raise RequestError(
             Code.INVALID_REQUEST,
             f"{FENCE_HEADER} must be a positive integer",

@@ -324,7 +324,7 @@ WORKER_FENCE = {
     "name": "Agentpost-Worker-Fence",
     "in": "header",
     "required": False,
-    "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"},
+    "schema": {"type": "string", "pattern": "^[1-9][0-9]{0,17}$"},
     "description": "a Worker's lease fence (docs/connect.md \"One Worker per agent\"): a post"
     " naming a fence that is no longer the agent's lease is 409 `lease_lost`",
 }

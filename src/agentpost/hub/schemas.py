@@ -112,6 +112,9 @@ class LeaseIn(msgspec.Struct, forbid_unknown_fields=True):
     host: Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
     pid: Annotated[int, msgspec.Meta(ge=0)]
     takeover: bool = False
+    # The fence this Worker's workspace last held: with the same worker id and host, a live
+    # lease of that fence is this Worker's own (restarted), taken back without waiting.
+    last_fence: Fence | None = None
 
 
 class FenceIn(msgspec.Struct, forbid_unknown_fields=True):

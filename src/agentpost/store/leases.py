@@ -39,6 +39,16 @@ def lock(db: Db, member_id: str) -> Lease | None:
     return _lease(row) if row else None
 
 
+def share(db: Db, member_id: str) -> Lease | None:
+    """`get` holding a shared row lock until the transaction ends (FOR SHARE on
+    PostgreSQL), so a concurrent `lock` (a take) waits for the reader to commit."""
+    sql = f"SELECT {_COLS} FROM worker_leases WHERE member_id = ?"
+    if db.dialect == "postgres":
+        sql += " FOR SHARE"
+    row = db.one(sql, (member_id,))
+    return _lease(row) if row else None
+
+
 def of_workspace(db: Db, workspace_id: str) -> dict[str, Lease]:
     rows = db.all(
         f"SELECT {', '.join('l.' + c.strip() for c in _COLS.split(','))}"

@@ -41,7 +41,7 @@ async def take(request: Request) -> Response:
     ms = _lease_ms(request)
     new, replaced = await hub.engine.write(
         lambda tx: leases.take(
-            tx, member, body.worker_id, body.host, body.pid, body.takeover, ms
+            tx, member, body.worker_id, body.host, body.pid, body.takeover, ms, body.last_fence
         )
     )
     out = LeaseTaken(

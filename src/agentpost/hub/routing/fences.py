@@ -93,7 +93,7 @@ def fence_budget(tx: Tx, room: Room, sender: Member, msg: Message, decision: Dec
         return decision
     window_ms = window_seconds_ms()
     window = now_ms() // window_ms * window_ms
-    mentioned = {m.id for m in decision.mentions}
+    mentioned = {m.id for m in decision.mentions if m.kind == "agent"}
     fenced = sum(1 for m in decision.targets if m.id in mentioned)
     spent = store.spend_wakeups(
         tx, room.id, window, len(decision.targets), fenced, room.agent_wakeups_per_minute
@@ -131,11 +131,12 @@ def window_seconds_ms() -> int:
 
 
 def _withhold(decision: Decision, route: str) -> None:
-    """The agent's own mentions wake no one and make no delegation; a receipt to the
-    delegator or an answer to a person in the same message still goes."""
-    mentioned = {m.id for m in decision.mentions}
+    """The agent's own mentions of agents wake no one and make no delegation; a receipt to
+    the delegator, an answer to a person, and a person it mentions still get it (people
+    are never part of a runaway loop: they answer when they choose)."""
+    mentioned = {m.id for m in decision.mentions if m.kind == "agent"}
     decision.targets = [m for m in decision.targets if m.id not in mentioned]
-    decision.mentions = []
+    decision.mentions = [m for m in decision.mentions if m.kind != "agent"]
     decision.marks.pop("delegated_by", None)
     decision.marks.pop("delegated_to", None)
     decision.route = route
