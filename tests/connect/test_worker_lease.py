@@ -340,15 +340,15 @@ def test_a_worker_that_cannot_renew_ends_its_agent_before_a_standby_takes_over(
         wait_for(lambda: _prompts(marks) == 1)
         first_agent = int((marks / "prompt-1").read_text())
         cut_at = time.monotonic()
-        proxy.arm(
-            Fault("POST", "/v1/worker/lease/renew", answer=five_hundred(), keyed=False, times=-1)
-        )
+        for method in ("GET", "POST"):  # the holder's every request fails from now on
+            proxy.arm(Fault(method, ".*", answer=five_hundred(), keyed=False, times=-1))
         wait_for(lambda: not _alive(first_agent), timeout=10)
         assert time.monotonic() - cut_at < 8  # before its slow Turn could have finished
         assert "the lease could not be renewed" in first.log()
         reply = c.wait_reply(e1["id"], timeout=60)
         assert reply["text"] == "slow done 8"
         wait_for(lambda: c.acked() >= 1)
+        proxy.disarm()  # the old holder reaches the hub again: the lease is the other's now
         wait_for(lambda: "standby: another Worker serves this agent" in first.log(), timeout=30)
         quiet_for(1.0)
         assert len(_replies(c, e1["id"])) == 1
