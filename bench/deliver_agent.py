@@ -56,7 +56,7 @@ class BenchAgent:
                 p = export / f"{run}-{i}-{j}.txt"
                 p.write_text(f"file {j} of delivery {i}\n")
                 files.append({"type": "file", "path": str(p)})
-            reqs.append({"binding": b["binding"], "id": f"{run}-{i}",
+            reqs.append({"sessionId": session_id, "binding": b["binding"], "id": f"{run}-{i}",
                          "parts": [*files, {"type": "text", "text": f"delivery {run} {i}"}]})
 
         async def one(i: int) -> None:

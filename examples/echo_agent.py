@@ -60,11 +60,14 @@ class EchoAgent:
             self.delivery[session_id] = kwargs["ag2/delivery"]
         return NewSessionResponse(session_id=session_id)
 
-    async def deliver_later(self, binding: dict[str, Any], name: str, text: str) -> None:
+    async def deliver_later(
+        self, session_id: str, binding: dict[str, Any], name: str, text: str
+    ) -> None:
         await asyncio.sleep(0.5)  # the work "finishes" after the Turn
         path = Path(binding["export_dir"]) / name
         path.write_text(f"delivered later for: {text}\n")
         request = {
+            "sessionId": session_id,  # a binding is usable only from its own session
             "binding": binding["binding"],
             "id": f"later-{name}",
             "parts": [{"type": "file", "path": str(path)}, {"type": "text", "text": f"{name} is ready"}],
@@ -107,7 +110,7 @@ class EchoAgent:
             if binding is None:
                 await self.say(session_id, update_agent_message(text_block("no binding: cannot deliver")))
                 return PromptResponse(stop_reason="end_turn")
-            task = asyncio.create_task(self.deliver_later(binding, words[1], text))
+            task = asyncio.create_task(self.deliver_later(session_id, binding, words[1], text))
             self.later.add(task)
             task.add_done_callback(self.later.discard)
             await self.say(session_id, update_agent_message(text_block(f"{words[1]} will follow")))

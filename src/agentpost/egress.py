@@ -8,7 +8,9 @@ A `file://` path is walked component by component from the root's own descriptor
 last component must open as a regular file with one link (`st_nlink == 1`, so a hard link
 to a file elsewhere is refused) and at most `max_bytes`. The caller reads the bytes from
 that very descriptor, so nothing can be swapped in between the check and the upload.
-Every refusal carries a stable `code` (one of `CODES`) besides its one-line message.
+Folders that are never egress (the Worker's own workspace: its attachments, ledger,
+status) are refused wherever they sit, judged on each opened folder's (dev, inode), so no
+layout (a workspace inside the repo) and no spelling of a path reaches them. Every refusal carries a stable `code` (one of `CODES`) besides its one-line message.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ TOO_LARGE = "path_too_large"
 NOT_FOUND = "path_not_found"
 UNREADABLE = "path_unreadable"
 INVALID = "path_invalid"
+PRIVATE = "path_private"
 
 CODES = (
     OUTSIDE_ROOTS,
@@ -41,6 +44,7 @@ CODES = (
     NOT_FOUND,
     UNREADABLE,
     INVALID,
+    PRIVATE,
 )
 
 
@@ -66,13 +70,33 @@ class EgressRoots:
     `--allow-root`), each kept as given and as resolved, so a path may name a root that is
     itself reached through a link either way; below a root, no link is ever followed."""
 
-    def __init__(self, roots: Iterable[str | Path], max_bytes: int) -> None:
+    def __init__(
+        self, roots: Iterable[str | Path], max_bytes: int, never: Iterable[Path] = ()
+    ) -> None:
         self._given: list[Path] = []
         for r in roots:
             if (given := Path(os.path.abspath(r))) not in self._given:
                 self._given.append(given)
         self._all: list[Path] | None = None
         self.max_bytes = max_bytes
+        self._never: set[tuple[int, int]] = set()
+        for folder in never:
+            try:
+                st = os.stat(folder)
+            except OSError:
+                continue  # made later, by its owner: `forbid` it then
+            self._never.add((st.st_dev, st.st_ino))
+
+    def forbid(self, folder: Path) -> None:
+        """Never send anything from under `folder` (it must exist)."""
+        st = os.stat(folder)
+        self._never.add((st.st_dev, st.st_ino))
+
+    def _judge_folder(self, dir_fd: int, shown: str) -> None:
+        if self._never:
+            st = os.fstat(dir_fd)
+            if (st.st_dev, st.st_ino) in self._never:
+                raise EgressRefused(f"{shown} is in the Worker's private folder", PRIVATE)
 
     @property
     def roots(self) -> list[Path]:
@@ -118,10 +142,12 @@ class EgressRoots:
                 f"egress root {root} cannot be opened: {exc.strerror}", UNREADABLE
             ) from exc
         try:
+            self._judge_folder(dir_fd, shown)
             for part in parts[:-1]:
                 next_fd = _step(dir_fd, part, shown)
                 os.close(dir_fd)
                 dir_fd = next_fd
+                self._judge_folder(dir_fd, shown)
             flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
             try:
                 fd = os.open(parts[-1], flags, dir_fd=dir_fd)

@@ -45,6 +45,7 @@ def test_agent_crashing_at_start_gets_an_error_reply_not_silence(connected: Conn
     assert reply["reply_kind"] == "error"
     assert "could not be started" in reply["text"]
     assert "crashing at start as asked" in w.log()  # the stderr tail is in the Worker's log
+    assert "crashing at start as asked" not in reply["text"]  # never in the room
     wait_for(lambda: connected.acked() >= 1)
 
 
@@ -134,3 +135,18 @@ def test_a_second_worker_on_the_same_workspace_is_refused(connected: Connected) 
     )
     assert second.returncode == 1
     assert "another Worker runs" in second.stderr
+
+
+def test_an_agents_stderr_stays_in_the_log_redacted_never_in_the_room(
+    connected: Connected,
+) -> None:
+    w = connected.worker(agent_cmd(TRICK))
+    e1 = connected.say("helper", "@bot leak")
+    reply = connected.wait_reply(e1["id"])
+    assert reply["reply_kind"] == "error"
+    assert "stopped mid-Turn" in reply["text"]
+    assert "x-api-key" not in reply["text"] and "FAKE" not in reply["text"]
+    wait_for(lambda: "invalid x-api-key [redacted]" in w.log())
+    assert "FAKEFAKE" not in w.log()
+    status = (connected.tmp / "ws-bot" / "status.json").read_text()
+    assert "FAKEFAKE" not in status

@@ -20,7 +20,12 @@ def test_connect_walkthrough_runs_as_written(hub: HubProcess, tmp_path: Path) ->
     (tmp_path / "examples").mkdir()
     shutil.copy(ECHO_AGENT, tmp_path / "examples" / "echo_agent.py")
     (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
-    env = {**os.environ, "AGENTPOST_HUB": hub.url, "AGENTPOST_ADMIN_TOKEN": hub.admin_token}
+    env = {
+        **os.environ,
+        "AGENTPOST_HUB": hub.url,
+        "AGENTPOST_ADMIN_TOKEN": hub.admin_token,
+        "AGENTPOST_HOME": str(tmp_path / "home"),  # the user's data home
+    }
     env.pop("AGENTPOST_TOKEN", None)
     p = subprocess.run(
         ["bash", "-c", "set -e\n" + "\n".join(blocks) + "\nwait\n"],
@@ -34,4 +39,9 @@ def test_connect_walkthrough_runs_as_written(hub: HubProcess, tmp_path: Path) ->
     assert "echo: @bot hello" in p.stdout
     assert "end_turn" in p.stdout  # connect status lists the Turn
     assert "agent started" in p.stderr
-    assert (tmp_path / "ws-bot" / "worker-id").exists()
+    # The Worker's folder is the default one, under the data home, outside the repo (".");
+    # delivery is on with the documented layout.
+    port = hub.url.rsplit(":", 1)[1]
+    folder = tmp_path / "home" / "workers" / f"127.0.0.1_{port}" / "acme" / "bot"
+    assert (folder / "worker-id").exists()
+    assert "delivery (_ag2/deliver): enabled" in p.stderr

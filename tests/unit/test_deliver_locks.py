@@ -19,7 +19,9 @@ class Probe(Deliveries):
         self.inside: dict[str, int] = {}
         self.most = 0
 
-    async def _decide(self, binding: str, did: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    async def _decide(
+        self, binding: str, did: str, parts: list[dict[str, Any]], session: str | None
+    ) -> dict[str, Any]:
         self.inside[did] = self.inside.get(did, 0) + 1
         self.most = max(self.most, self.inside[did])
         await asyncio.sleep(0.001)

@@ -84,6 +84,7 @@ def test_the_walkthrough_of_docs_web_md(page: Page, hub: HubProcess, tmp_path: P
     (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
     env.update({"AGENTPOST_HUB": hub.url, "AGENTPOST_ADMIN_TOKEN": hub.admin_token})
+    env["AGENTPOST_HOME"] = str(tmp_path / "home")  # the user's data home: the Worker's folder
     terminal = Terminal(tmp_path, env)
     try:
         token = re.search(r"hana's token: (\S+)", terminal.run(setup))

@@ -22,7 +22,11 @@ PERMISSION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always"
 @click.option("--agent", "agent_cmd", help="The ACP agent command, split like a shell would.")
 @click.option("--hub", envvar="AGENTPOST_HUB", default="http://127.0.0.1:8470", show_default=True)
 @click.option("--token", envvar="AGENTPOST_TOKEN", default=None, help="The agent member's token.")
-@click.option("--workspace-dir", type=click.Path(path_type=Path), help="The Worker's own folder.")
+@click.option(
+    "--workspace-dir",
+    type=click.Path(path_type=Path),
+    help="The Worker's own folder (default: one per hub and agent under the data home).",
+)
 @click.option("--repo", type=click.Path(path_type=Path), help="The agent's working directory.")
 @click.option("--collaborator", "collaborators", multiple=True, help="Also answer this member.")
 @click.option("--egress-root", "egress_roots", multiple=True, type=click.Path(path_type=Path))
@@ -66,8 +70,6 @@ def connect(
         problems.append("--agent is required")
     if not token:
         problems.append("a token is required (--token or AGENTPOST_TOKEN)")
-    if workspace_dir is None:
-        problems.append("--workspace-dir is required")
     if repo is None or not repo.is_dir():
         problems.append("--repo must be an existing directory")
     argv = shlex.split(agent_cmd or "")
@@ -84,7 +86,9 @@ def connect(
         for p in problems:
             err_console.print(f"error: {p}")
         sys.exit(EXIT_FINAL)
-    assert workspace_dir is not None and repo is not None and token is not None
+    assert repo is not None and token is not None
+    if workspace_dir is None:
+        workspace_dir = _default_workspace(hub, token, hub_timeout)
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -112,13 +116,41 @@ def connect(
     sys.exit(code)
 
 
+def _default_workspace(hub: str, token: str, timeout: float) -> Path:
+    """The agent member's default Worker folder: the hub says who the token is."""
+    from agentpost.client import HubClient, HubError
+    from agentpost.connect.workspace import default_dir
+
+    try:
+        with HubClient(hub, token, timeout) as c:
+            me = c.me()
+    except HubError as exc:
+        err_console.print(
+            f"error: cannot name the default --workspace-dir: {exc}; pass --workspace-dir"
+        )
+        sys.exit(EXIT_FINAL)
+    return default_dir(hub, str(me["workspace"]["name"]), str(me["member"]["name"]))
+
+
 @connect.command("status")
-@click.option("--workspace-dir", type=click.Path(path_type=Path), required=True)
+@click.option(
+    "--workspace-dir",
+    type=click.Path(path_type=Path),
+    help="The Worker's folder (default: the one `connect` uses for this hub and token).",
+)
+@click.option("--hub", envvar="AGENTPOST_HUB", default="http://127.0.0.1:8470", show_default=True)
+@click.option("--token", envvar="AGENTPOST_TOKEN", default=None, help="The agent member's token.")
 @json_option
-def status(workspace_dir: Path, as_json: bool) -> None:
+def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: bool) -> None:
     """What the Worker of WORKSPACE_DIR is doing: agent, sessions, cursor, last Turns."""
     from agentpost.connect.status import read_status
     from agentpost.connect.workspace import WorkspaceError
+
+    if workspace_dir is None:
+        if not token:
+            err_console.print("error: --workspace-dir, or the agent's token to find it")
+            sys.exit(EXIT_FINAL)
+        workspace_dir = _default_workspace(hub, token, 30.0)
 
     try:
         data = read_status(workspace_dir)

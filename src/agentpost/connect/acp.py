@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentpost.core.secrets import redact
+
 if TYPE_CHECKING:
     from agentpost.connect.agent import AgentProcesses
 
@@ -278,7 +280,9 @@ class AgentConnection:
         return self._proc is not None and self._proc.returncode is None and self.cut_reason is None
 
     def stderr_tail(self) -> str:
-        return b"".join(self._stderr_tail).decode("utf-8", "replace")
+        """The last ~8 KB the agent wrote on stderr, with secrets and anything token-like
+        redacted: for the Worker's log and `connect status`, never for a room."""
+        return redact(b"".join(self._stderr_tail).decode("utf-8", "replace"))
 
     async def start(self, client_meta: dict[str, Any], timeout: float = 30.0) -> None:
         """Spawn the agent and initialize; `AgentFailed` if it cannot be started."""
@@ -332,9 +336,13 @@ class AgentConnection:
         self.agent_meta = dict(caps_meta or {})
 
     def _why(self, fallback: str) -> str:
+        """Why the agent failed, in the Worker's own words: this can reach the room, so the
+        agent's stderr never goes in it; it goes to the Worker's log (redacted)."""
         reason = self.cut_reason or fallback
         tail = self.stderr_tail().strip().splitlines()[-3:]
-        return reason + (f" (agent stderr: {' | '.join(tail)})" if tail else "")
+        if tail:
+            log.error("%s; the agent's stderr ends (redacted): %s", reason, " | ".join(tail))
+        return reason
 
     async def new_session(self, meta: dict[str, Any]) -> str:
         from acp import RequestError

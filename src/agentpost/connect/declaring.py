@@ -6,7 +6,6 @@ ledger, the egress roots apart from `<workspace>/export/` — with the one reaso
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,17 +88,6 @@ def probe_reason(caps: dict[str, Any]) -> str | None:
     # keys sooner could post a part twice, so delivery is not declared there.
     if not isinstance(ttl, int) or ttl < MIN_KEY_TTL:
         return f"the hub keeps Idempotency-Keys {ttl} s; deliveries need {MIN_KEY_TTL} s (24 h)"
-    return None
-
-
-def roots_reason(workspace: Path, roots: list[Path]) -> str | None:
-    """A Turn egress root that contains `<workspace>/export/` disables delivery."""
-    export = bindings.export_root(workspace)
-    real_export = Path(os.path.realpath(export))
-    for root in roots:
-        real = Path(os.path.realpath(root))
-        if real == real_export or real in real_export.parents:
-            return f"Turn egress root {root} contains {export}"
     return None
 
 

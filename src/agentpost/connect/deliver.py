@@ -30,6 +30,7 @@ from agentpost.connect import keys
 from agentpost.connect.crash import crash_point
 from agentpost.connect.egress import EgressRefused, EgressRoots
 from agentpost.connect.ledger import Entry, Ledger, LedgerUnavailable
+from agentpost.connect.sessions import SessionKey
 
 log = logging.getLogger("agentpost.connect.deliver")
 
@@ -97,6 +98,9 @@ def order(parts: list[dict[str, Any]]) -> list[int]:
 
 def check(params: dict[str, Any]) -> tuple[str, str, list[dict[str, Any]]]:
     binding, did, parts = params.get("binding"), params.get("id"), params.get("parts")
+    session = params.get("sessionId")
+    if session is not None and not isinstance(session, str):
+        raise BadRequest("sessionId must be a string")
     if not isinstance(binding, str) or not binding:
         raise BadRequest("binding must be a non-empty string")
     if not isinstance(did, str) or not 0 < len(did) <= MAX_ID:
@@ -126,12 +130,14 @@ class Deliveries:
         enabled: bool,
         reason: str,
         standing: Standing | None = None,
+        session_of: Callable[[str], SessionKey | None] = lambda session: None,
     ) -> None:
         self.ledger = ledger
         self.worker_id = worker_id
         self.client = client
         self.admitted = admitted
         self.standing = standing
+        self.session_of = session_of  # an ACP session id → its Session key, while it lives
         # Set when a keyed 2xx came back without the echo: cleared by the next probe.
         self.withdrawn = False
         self.max_upload = max_upload
@@ -143,7 +149,8 @@ class Deliveries:
         """Answer one request. The caller runs this in a task that the agent going away
         never cancels (`connect/acp.py`): a delivery accepted runs to completion."""
         binding, did, parts = check(params)
-        return await self._handle(binding, did, parts)
+        session = params.get("sessionId")
+        return await self._handle(binding, did, parts, session if isinstance(session, str) else None)
 
     @contextlib.asynccontextmanager
     async def _one_at_a_time(self, did: str) -> AsyncIterator[None]:
@@ -161,13 +168,17 @@ class Deliveries:
             else:
                 self._locks[did] = (lock, users - 1)
 
-    async def _handle(self, binding: str, did: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    async def _handle(
+        self, binding: str, did: str, parts: list[dict[str, Any]], session: str | None
+    ) -> dict[str, Any]:
         async with self._one_at_a_time(did):
-            result = await self._decide(binding, did, parts)
+            result = await self._decide(binding, did, parts, session)
         log.info("delivery %s under %s: %s %s", did, binding, result["status"], result.get("reason", ""))
         return result
 
-    async def _decide(self, binding: str, did: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    async def _decide(
+        self, binding: str, did: str, parts: list[dict[str, Any]], session: str | None
+    ) -> dict[str, Any]:
         if self.ledger is None:
             return retry(f"delivery is not enabled: {self.reason}", None)
         try:
@@ -193,6 +204,18 @@ class Deliveries:
             b = self.ledger.binding(binding)
         except LedgerUnavailable:
             return retry("the delivery ledger cannot be read", None)
+        if b is not None and not b.revoked and b.expires_at >= now:
+            # Rule 3, the session: a binding is a destination of the ACP session it was
+            # issued in; from another (a collaborator's Turn steering the agent into the
+            # owner's binding), or from no named session, it is `rejected`.
+            issued = self.session_of(session) if session is not None else None
+            if issued is None or (issued.room, issued.who) != (b.room, b.who):
+                why = (
+                    "the request names no sessionId"
+                    if session is None
+                    else "the binding was not issued in this session"
+                )
+                return final(REJECTED, {"binding": binding, "why": why}, expires)
         if b is None or b.revoked or b.expires_at < now:  # rule 3
             why = "unknown" if b is None else ("revoked" if b.revoked else "expired")
             if b is not None and b.revoked and b.revoked_reason:
@@ -296,7 +319,9 @@ class Deliveries:
         else:
             if export_dir is None:
                 raise EgressRefused("the binding's export folder is gone")
-            opened = EgressRoots([export_dir], self.max_upload).open("file://" + part["path"])
+            # A relative path names a file in the binding's export folder (docs/deliver.md).
+            path = part["path"] if part["path"].startswith("/") else f"{export_dir}/{part['path']}"
+            opened = EgressRoots([export_dir], self.max_upload).open_path(path)
             mime = mimetypes.guess_type(opened.name)[0] or "application/octet-stream"
             with os.fdopen(opened.fd, "rb") as f:
                 res = await self.client.upload_file(room, f, opened.name, key=key, mime_type=mime)

@@ -15,6 +15,7 @@ one in progress or one finished less than 24 h ago.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -46,6 +47,9 @@ CREATE TABLE IF NOT EXISTS bindings (
   revoked_reason TEXT
 );
 """
+
+
+_SIDE = ("-wal", "-shm")
 
 
 class LedgerUnavailable(Exception):
@@ -101,14 +105,18 @@ class Ledger:
         if self._db is not None:
             return
         try:
+            # Made 0600 before SQLite opens it: its -wal and -shm take the file's mode.
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
             db = self._connect()
             db.executescript(_SCHEMA)
             columns = {r[1] for r in db.execute("PRAGMA table_info(bindings)").fetchall()}
             if "revoked_reason" not in columns:  # a ledger written before revocations said why
                 db.execute("ALTER TABLE bindings ADD COLUMN revoked_reason TEXT")
             db.execute("SELECT COUNT(*) FROM deliveries").fetchone()
-            self.path.chmod(0o600)
             writer = LedgerWriter(self._connect())
+            for path in (self.path, *(self.path.with_name(self.path.name + x) for x in _SIDE)):
+                if path.exists():  # an older ledger's files, made before this rule
+                    path.chmod(0o600)
         except (sqlite3.Error, OSError) as exc:
             raise LedgerUnavailable(f"{self.path}: {exc}") from exc
         self._db, self._writer = db, writer

@@ -148,7 +148,11 @@ class Worker:
         self.cursor.acked = int(me.get("inbox_cursor", 0))
         caps = await replies.until_answered("capabilities", self.client.capabilities)
         max_upload = int(caps.get("max_upload_bytes", 25 * 1024 * 1024))
-        self.egress = EgressRoots([self.config.repo, *self.config.egress_roots], max_upload)
+        # The workspace (attachments of every room, the ledger, bindings' export folders)
+        # is never Turn egress, wherever it sits: judged on descriptors (docs/connect.md).
+        self.egress = EgressRoots(
+            [self.config.repo, *self.config.egress_roots], max_upload, never=[self.workspace.root]
+        )
         self.admission = Admission(
             self.me,
             self.owner,
@@ -253,11 +257,7 @@ class Worker:
 
     def _declare(self, caps: dict[str, Any], max_upload: int, id_problem: str | None) -> None:
         root = self.workspace.root
-        reason = (
-            id_problem
-            or declaring.probe_reason(caps)
-            or declaring.roots_reason(root, [self.config.repo, *self.config.egress_roots])
-        )
+        reason = id_problem or declaring.probe_reason(caps)
         if reason is None:
             if self.ledger is None:
                 self.ledger = Ledger(root / LEDGER)
@@ -272,6 +272,7 @@ class Worker:
             enabled,
             reason or "",
             self._standing,
+            self._session_of,
         )
         if enabled:
             log.info("delivery (_ag2/deliver): enabled (%s)", declaring.ENABLED_BECAUSE)
@@ -330,6 +331,13 @@ class Worker:
         if self.admission is not None:  # an agent collaborator's owner, as the hub says now
             self.admission.learned_owner(who, member.owner if member.status == "active" else None)
         return None if member.status == "active" else f"{who} was removed"
+
+    def _session_of(self, session_id: str) -> SessionKey | None:
+        """The Session key whose live ACP session this is (bindings belong to it, §6)."""
+        for key, sid in self.agent.sessions.items():
+            if sid == session_id:
+                return key
+        return None
 
     def _client_meta(self) -> dict[str, Any]:
         on = self.deliveries is not None and self.deliveries.enabled

@@ -15,6 +15,7 @@ import re
 import secrets
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 WORKER_ID = "worker-id"
 LOCK = "worker.lock"
@@ -24,6 +25,17 @@ TURNS = "turns"
 AGENT_GROUP = "agent-group.json"  # the agent's process group, to end its survivors at start
 _ID = re.compile(r"^[0-9a-f]{32}$")
 _EVENT_ID = re.compile(r"^ev_[0-9A-Za-z]{1,64}$")
+
+
+def default_dir(hub_url: str, workspace: str, member: str) -> Path:
+    """The Worker's folder when `--workspace-dir` is not given: one per hub and agent member
+    under the data home (`$AGENTPOST_HOME`, else ~/.local/share/agentpost), outside any
+    repo an agent works in (docs/connect.md)."""
+    home = os.environ.get("AGENTPOST_HOME")
+    base = Path(home) if home else Path.home() / ".local" / "share" / "agentpost"
+    where = urlsplit(hub_url)
+    hub = re.sub(r"[^A-Za-z0-9.-]", "_", f"{where.hostname or 'hub'}_{where.port or ''}")
+    return base / "workers" / hub / workspace / member
 
 
 class WorkspaceError(Exception):

@@ -2,6 +2,7 @@
 """A purpose-built ACP agent (SDK only) that misbehaves on request, for the Worker's
 failure tests. Start flag: `--crash-at-start`. The first word of the prompt text (after
 "<sender> in room <room>: ", mentions skipped) picks what it does:
+  leak       print a fake API key on stderr, then exit mid-Turn
   crash      say something, then exit mid-Turn          junk    print non-JSON lines (one
              nested 200,000 deep) and a malformed session/update first
   bigframe   write one 60 MB line to stdout              stderr  write 1 MB to stderr first
@@ -9,7 +10,8 @@ failure tests. Start flag: `--crash-at-start`. The first word of the prompt text
   link URI   return URI as a resource_link               perm    ask for permission, report
   ext        call an unknown `_x/unknown`, report error  env     report what the env holds
   deliver J  send `_ag2/deliver` with the JSON J ($BINDING, $EXPORT replaced, $BIG: 70,000
-             characters), reply its result
+             characters; `sessionId` this session's unless J names one, "$NONE": none),
+             reply its result
   binding    reply the Session's `_meta["ag2/delivery"]` (or "none")
   deliver-and-exit J  write the `_ag2/deliver` frame for J on stdout, then exit at once
   rawext     send `_x/unknown` with no params and `_ag2/deliver` with params a list, as raw
@@ -78,6 +80,12 @@ class TrickAgent:
         text = said.split(": ", 1)[1] if ": " in said else said
         words = [w for w in text.split() if not w.startswith("@")]
         word = words[0] if words else ""
+        if word == "leak":  # a failing agent's stderr, as real ones print it
+            sys.stderr.write("Error: 401 invalid x-api-key sk-ant-" + "FAKE" * 10 + "\n")
+            sys.stderr.flush()
+            await self.say(session_id, "about to fail")
+            await asyncio.sleep(0.2)
+            os._exit(5)
         if word == "crash":
             await self.say(session_id, "about to crash")
             await asyncio.sleep(0.2)
@@ -153,7 +161,8 @@ class TrickAgent:
             d = self.delivery.get(session_id) or {"binding": "", "export_dir": ""}
             raw = text.split("deliver-and-exit", 1)[1].strip()
             raw = raw.replace("$BINDING", d["binding"]).replace("$EXPORT", d["export_dir"])
-            frame = {"jsonrpc": "2.0", "id": 9999, "method": "_ag2/deliver", "params": json.loads(raw)}
+            params = {"sessionId": session_id, **json.loads(raw)}
+            frame = {"jsonrpc": "2.0", "id": 9999, "method": "_ag2/deliver", "params": params}
             sys.stdout.buffer.write(json.dumps(frame).encode() + b"\n")
             sys.stdout.buffer.flush()
             os._exit(0)  # gone before any answer can come back
@@ -162,8 +171,13 @@ class TrickAgent:
             raw = text.split("deliver", 1)[1].strip()
             raw = raw.replace("$BINDING", d["binding"]).replace("$EXPORT", d["export_dir"])
             raw = raw.replace("$BIG", "x" * 70000)
+            request = json.loads(raw)
+            if request.get("sessionId") == "$NONE":
+                del request["sessionId"]
+            else:  # the session it asks from, unless the test names another
+                request.setdefault("sessionId", session_id)
             try:
-                result = await self.conn.ext_method("ag2/deliver", json.loads(raw))
+                result = await self.conn.ext_method("ag2/deliver", request)
                 await self.say(session_id, json.dumps(result, sort_keys=True))
             except RequestError as exc:
                 await self.say(session_id, f"deliver error {exc.code}")

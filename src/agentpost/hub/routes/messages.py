@@ -32,8 +32,9 @@ MEDIA_ROUTE = "POST /v1/rooms/{room}/media"
 CANCEL_ROUTE = "POST /v1/rooms/{room}/cancel"
 
 
-def normalize(body: MessageIn) -> dict[str, Any]:
-    """The request as stored and compared: text trimmed, defaults filled in (§3)."""
+def normalize(body: MessageIn, worker: bool = False) -> dict[str, Any]:
+    """The request as stored and compared: text trimmed, defaults filled in, metadata only
+    the hub (or, unless `worker`, only a Worker) writes dropped (§3, §4, §6)."""
     text = body.text.strip()
     if not text and not body.attachments:
         raise RequestError(Code.INVALID_REQUEST, "text must not be blank", field="$.text")
@@ -51,7 +52,7 @@ def normalize(body: MessageIn) -> dict[str, Any]:
         canonical(body.metadata)  # refuse what a fingerprint could not represent, keyed or not
     return {
         "text": text,
-        "metadata": routing.strip_server_owned(body.metadata),
+        "metadata": routing.strip_server_owned(body.metadata, worker),
         "in_reply_to": body.in_reply_to,
         "reply_kind": body.reply_kind,
         "attachments": list(dict.fromkeys(body.attachments)),
@@ -123,7 +124,8 @@ async def message_post(
     key = idempotency.check_key(key_header)
     fence = leases.fence_header(fence_header)
     body = decode_json(await body_of(hub.config.max_json_bytes), MessageIn)
-    normalized = normalize(body)
+    # A fenced post is a Worker's: its notice marks are kept (checked in the transaction).
+    normalized = normalize(body, worker=fence is not None and member.kind == "agent")
     fp = idempotency.fingerprint(MESSAGES_ROUTE, room_id, normalized) if key else None
 
     asked: dict[str, str] = {}

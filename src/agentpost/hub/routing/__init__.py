@@ -40,6 +40,11 @@ SERVER_OWNED = (
     fences.DEPTH,
 )
 
+# Metadata only the hub or an agent's own Worker writes (§6: a notice on the page is the
+# hub's or the Worker's, never a member's imitation): kept only on a post that names the
+# agent's current Worker lease (the fence is checked in the post's transaction).
+WORKER_OWNED = ("agentpost/notice",)
+
 STOP = "/stop"
 
 _MENTION = re.compile(r"(?<![\w@])@([a-z0-9][a-z0-9_-]{0,62})")
@@ -67,8 +72,14 @@ class Message:
     reply_kind: str | None
 
 
-def strip_server_owned(metadata: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in metadata.items() if k not in SERVER_OWNED}
+def strip_server_owned(metadata: dict[str, Any], worker: bool = False) -> dict[str, Any]:
+    """Client metadata without what only the hub writes (and, unless the post comes from
+    the agent's Worker, without what only a Worker writes)."""
+    return {
+        k: v
+        for k, v in metadata.items()
+        if k not in SERVER_OWNED and (worker or k not in WORKER_OWNED)
+    }
 
 
 def mentioned_names(text: str) -> list[str]:
