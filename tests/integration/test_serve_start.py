@@ -212,3 +212,17 @@ def test_a_data_dir_with_postgres_allows_several_hub_processes(
     s = make_setup(first, ["alice"], [])
     with second.client(s.tokens["alice"]) as c:
         assert c.post(f"/v1/rooms/{s.room}/messages", json={"text": "hi"}).status_code == 201
+
+
+@pytest.mark.sqlite_only
+def test_two_data_dirs_naming_one_sqlite_file_are_one_hub(tmp_path: Path) -> None:
+    db = tmp_path / "shared" / "hub.sqlite3"
+    db.parent.mkdir()
+    first = HubProcess(tmp_path / "a", db_url=f"sqlite://{db}").start()
+    try:
+        p = _serve(tmp_path / "b", "--port", "0", "--db", f"sqlite://{db}")
+        assert p.returncode != 0
+        assert "another hub (pid" in p.stderr and "already serves" in p.stderr
+        assert (db.parent / "hub.sqlite3.hub.lock").exists()
+    finally:
+        first.stop()

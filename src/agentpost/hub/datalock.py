@@ -29,6 +29,15 @@ class DataDirBusy(Exception):
         self.pid, self.url = pid, url
 
 
+def lock_path(db_url: str | None, data_dir: Path) -> Path:
+    """Where the lock lives: in the data dir, or next to a `sqlite:///PATH` file (two data
+    dirs naming one database file are one hub's)."""
+    if db_url is not None and db_url.startswith("sqlite:///"):
+        db = Path(db_url.removeprefix("sqlite://"))
+        return db.with_name(db.name + ".hub.lock")
+    return data_dir / LOCK_FILE
+
+
 def needs_lock(db_url: str | None) -> bool:
     """SQLite (the default, or `sqlite:///PATH`) allows one hub process per data dir."""
     return db_url is None or db_url.startswith("sqlite:///")
@@ -37,8 +46,8 @@ def needs_lock(db_url: str | None) -> bool:
 class DataDirLock:
     """The held lock; keep the object for as long as the hub serves."""
 
-    def __init__(self, data_dir: Path) -> None:
-        self.path = data_dir / LOCK_FILE
+    def __init__(self, data_dir: Path, path: Path | None = None) -> None:
+        self.path = path or data_dir / LOCK_FILE
         self._fd: int | None = None
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:

@@ -22,7 +22,7 @@ from starlette.applications import Starlette
 from agentpost.core.errors import AgentpostError
 from agentpost.hub.app import admin_token_hash, create_app
 from agentpost.hub.config import HubConfig
-from agentpost.hub.datalock import DataDirBusy, DataDirLock, needs_lock
+from agentpost.hub.datalock import DataDirBusy, DataDirLock, lock_path, needs_lock
 from agentpost.hub.protocol import protocol_class
 from agentpost.hub.state import Hub
 from agentpost.store.engine import Engine
@@ -66,7 +66,7 @@ def _prepare(config: HubConfig) -> tuple[DataDirLock | None, socket.socket, Engi
     try:
         private_dir(config.data_dir)
         if needs_lock(config.db_url):
-            lock = DataDirLock(config.data_dir)
+            lock = DataDirLock(config.data_dir, lock_path(config.db_url, config.data_dir))
         admin_token_hash(config.data_dir)
     except DataDirBusy as exc:
         raise StartError(str(exc)) from exc
