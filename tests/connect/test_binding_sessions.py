@@ -48,7 +48,7 @@ def test_a_collaborators_turn_cannot_deliver_under_the_owners_binding(
     r = _deliver(c, "carol", stolen)
     assert (r["status"], r["reason"]) == ("final", "rejected")
     assert r["data"]["why"] == "the binding was not issued in this session"
-    assert all("carol made this" not in e["text"] for e in c.events())
+    assert all(e["text"] != stolen["parts"][0]["text"] for e in c.events())  # never posted
     # Carol's own binding, from her own session, works.
     own = {**stolen, "binding": "$BINDING", "id": "own-1", "parts": [{"type": "text", "text": "ok"}]}
     assert _deliver(c, "carol", own)["status"] == "delivered"
@@ -69,4 +69,4 @@ def test_a_delivery_that_names_no_session_is_rejected(connected: Connected) -> N
     forged = {**request, "sessionId": "not-a-session", "id": "nosession-2"}
     r2 = _deliver(c, "alice", forged)
     assert (r2["status"], r2["reason"]) == ("final", "rejected")
-    assert all("from nowhere" not in e["text"] for e in c.events())
+    assert all(e["text"] != "from nowhere" for e in c.events())  # never posted
