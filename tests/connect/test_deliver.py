@@ -229,13 +229,22 @@ def test_worker_id_deleted_with_a_ledger_present_is_not_enabled(c_trick: Connect
     assert old
 
 
-def test_an_egress_root_containing_the_export_folder_disables_delivery(
+def test_an_egress_root_containing_the_workspace_keeps_delivery_and_sends_none_of_it(
     connected: Connected,
 ) -> None:
+    """The workspace (with its export folders) is never Turn egress, whatever the layout,
+    so delivery stays enabled with an egress root around it (docs/connect.md)."""
     w = connected.worker(agent_cmd(TRICK), "--egress-root", str(connected.tmp))
-    assert "not enabled: Turn egress root" in w.log()
-    e = connected.say("alice", "@bot binding")
-    assert connected.wait_reply(e["id"])["text"] == '"none"'
+    assert "delivery (_ag2/deliver): enabled" in w.log()
+    b = _binding(connected)
+    Path(b["export_dir"], "ready.txt").write_text("for a delivery, not a Turn")
+    e = connected.say("alice", f"@bot link {Path(b['export_dir'], 'ready.txt').as_uri()}")
+    connected.wait_reply(e["id"])
+    assert [x for x in connected.events() if x["type"] == "media"] == []
+    assert any("the Worker's private folder" in x["text"] for x in connected.events())
+    r = _deliver(connected, {"binding": "$BINDING", "id": "e1", "parts": [
+        {"type": "file", "path": "ready.txt"}]})  # relative: in the binding's export folder
+    assert r["status"] == "delivered", r
 
 
 def test_connect_status_shows_delivery_bindings_and_outcomes(c_trick: Connected) -> None:

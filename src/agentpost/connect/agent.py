@@ -230,6 +230,9 @@ class AgentSupervisor:
         self.last_failure = ""
         self.last_exit: int | None = None
         self.sessions: dict[SessionKey, str] = {}
+        # ACP session id → the binding issued in it (§6: usable only from there); kept for
+        # the agent process's life, cleared with its sessions at a restart.
+        self.bindings: dict[str, str] = {}
         self._listeners: dict[str, Callable[[Update], None]] = {}
         self._stopping = False
         self._session_lock = asyncio.Lock()
@@ -273,6 +276,7 @@ class AgentSupervisor:
             self.conn = conn
             self.generation += 1
             self.sessions.clear()
+            self.bindings.clear()
             self.ready.set()
             log.info(
                 "agent started: pid %s, process group %s%s (%s)",
@@ -337,6 +341,9 @@ class AgentSupervisor:
                 return found
             session_id = await conn.new_session(meta)
             self.sessions[key] = session_id
+            delivery = meta.get("ag2/delivery")
+            if isinstance(delivery, dict) and isinstance(delivery.get("binding"), str):
+                self.bindings[session_id] = delivery["binding"]  # issued in this session
             log.info("session %s for %s", session_id, key.label())
             return session_id
 

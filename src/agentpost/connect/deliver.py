@@ -30,7 +30,6 @@ from agentpost.connect import keys
 from agentpost.connect.crash import crash_point
 from agentpost.connect.egress import EgressRefused, EgressRoots
 from agentpost.connect.ledger import Entry, Ledger, LedgerUnavailable
-from agentpost.connect.sessions import SessionKey
 
 log = logging.getLogger("agentpost.connect.deliver")
 
@@ -130,14 +129,14 @@ class Deliveries:
         enabled: bool,
         reason: str,
         standing: Standing | None = None,
-        session_of: Callable[[str], SessionKey | None] = lambda session: None,
+        binding_of: Callable[[str], str | None] = lambda session: None,
     ) -> None:
         self.ledger = ledger
         self.worker_id = worker_id
         self.client = client
         self.admitted = admitted
         self.standing = standing
-        self.session_of = session_of  # an ACP session id → its Session key, while it lives
+        self.binding_of = binding_of  # an ACP session id → the binding issued in it
         # Set when a keyed 2xx came back without the echo: cleared by the next probe.
         self.withdrawn = False
         self.max_upload = max_upload
@@ -208,8 +207,8 @@ class Deliveries:
             # Rule 3, the session: a binding is a destination of the ACP session it was
             # issued in; from another (a collaborator's Turn steering the agent into the
             # owner's binding), or from no named session, it is `rejected`.
-            issued = self.session_of(session) if session is not None else None
-            if issued is None or (issued.room, issued.who) != (b.room, b.who):
+            issued = self.binding_of(session) if session is not None else None
+            if issued != binding:
                 why = (
                     "the request names no sessionId"
                     if session is None

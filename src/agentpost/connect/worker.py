@@ -272,7 +272,7 @@ class Worker:
             enabled,
             reason or "",
             self._standing,
-            self._session_of,
+            self._binding_of,
         )
         if enabled:
             log.info("delivery (_ag2/deliver): enabled (%s)", declaring.ENABLED_BECAUSE)
@@ -332,12 +332,9 @@ class Worker:
             self.admission.learned_owner(who, member.owner if member.status == "active" else None)
         return None if member.status == "active" else f"{who} was removed"
 
-    def _session_of(self, session_id: str) -> SessionKey | None:
-        """The Session key whose live ACP session this is (bindings belong to it, §6)."""
-        for key, sid in self.agent.sessions.items():
-            if sid == session_id:
-                return key
-        return None
+    def _binding_of(self, session_id: str) -> str | None:
+        """The binding issued in this live ACP session (usable only from it, §6)."""
+        return self.agent.bindings.get(session_id)
 
     def _client_meta(self) -> dict[str, Any]:
         on = self.deliveries is not None and self.deliveries.enabled

@@ -10,7 +10,8 @@ failure tests. Start flag: `--crash-at-start`. The first word of the prompt text
   link URI   return URI as a resource_link               perm    ask for permission, report
   ext        call an unknown `_x/unknown`, report error  env     report what the env holds
   deliver J  send `_ag2/deliver` with the JSON J ($BINDING, $EXPORT replaced, $BIG: 70,000
-             characters; `sessionId` this session's unless J names one, "$NONE": none),
+             characters; `sessionId` this session's unless J names one, "$NONE": none,
+             "@SESSION_OF_BINDING": the session that got J's binding),
              reply its result
   binding    reply the Session's `_meta["ag2/delivery"]` (or "none")
   deliver-and-exit J  write the `_ag2/deliver` frame for J on stdout, then exit at once
@@ -174,6 +175,13 @@ class TrickAgent:
             request = json.loads(raw)
             if request.get("sessionId") == "$NONE":
                 del request["sessionId"]
+            elif request.get("sessionId") == "@SESSION_OF_BINDING":
+                # Work of an earlier Turn finishing now: it delivers from the session that
+                # got the binding, whichever Turn runs at the moment.
+                request["sessionId"] = next(
+                    (sid for sid, d in self.delivery.items() if d["binding"] == request["binding"]),
+                    "no-such-session",
+                )
             else:  # the session it asks from, unless the test names another
                 request.setdefault("sessionId", session_id)
             try:
