@@ -82,7 +82,7 @@ def serve(
     except secrets.SecretRefused as exc:
         from agentpost.cli.common import EXIT_FINAL
 
-        click.echo(f"error: {exc.message}", err=True)
+        click.echo(f"agentpost serve: {exc.message}", err=True)
         sys.exit(EXIT_FINAL)
     config = HubConfig(
         data_dir=data_dir or default_data_dir(),
