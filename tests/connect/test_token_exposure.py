@@ -256,7 +256,10 @@ def _connect(tmp_path: Path, hub: HubProcess, *args: str) -> subprocess.Complete
     )
 
 
-@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o602])
+MODES = [0o644, 0o640, 0o604, 0o620, 0o602]
+
+
+@pytest.mark.parametrize("mode", MODES, ids="{:04o}".format)
 def test_a_token_file_open_to_other_users_is_refused_in_one_line_and_nothing_starts(
     connected: Connected, tmp_path: Path, mode: int
 ) -> None:

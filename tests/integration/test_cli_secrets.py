@@ -54,7 +54,7 @@ def test_the_token_comes_from_a_file_by_flag_or_environment(setup: Setup, tmp_pa
 
 
 @pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
-@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660])
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660], ids="{:04o}".format)
 def test_a_token_file_open_to_other_users_is_final_in_one_line(
     setup: Setup, tmp_path: Path, mode: int
 ) -> None:
