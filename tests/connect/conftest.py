@@ -35,13 +35,14 @@ class WorkerProcess:
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    python: list[str] = field(default_factory=lambda: [sys.executable])  # may run as another uid
 
     def start(self, wait_agent: bool = True) -> WorkerProcess:
         self.starts += 1
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "agentpost", "connect", *self.args],
+                [*self.python, "-m", "agentpost", "connect", *self.args],
                 stdout=log,
                 stderr=log,
                 env=self.env,
@@ -98,6 +99,7 @@ class Connected:
         repo: Path | None = None,
         workspace: Path | None = None,
         log_name: str | None = None,
+        python: list[str] | None = None,
     ) -> WorkerProcess:
         repo = repo or self.tmp / f"repo-{member}"
         repo.mkdir(exist_ok=True)
@@ -120,6 +122,7 @@ class Connected:
             ],
             env=full_env,
             log_path=self.tmp / f"worker-{log_name or member}.log",
+            python=python or [sys.executable],
         )
         self.workers.append(w)
         return w.start(wait_agent) if start else w

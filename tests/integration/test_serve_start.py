@@ -106,8 +106,11 @@ def test_postgres_without_the_extra_is_one_line(tmp_path: Path) -> None:
     blocked = tmp_path / "site"
     blocked.mkdir()
     (blocked / "psycopg.py").write_text("raise ImportError('no psycopg here')\n")
-    env = {"PYTHONPATH": f"{blocked}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    p = _serve(tmp_path / "d", "--port", "0", "--db", "postgresql://u:pw@127.0.0.1/x", env=env)
+    env = {
+        "PYTHONPATH": f"{blocked}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "AGENTPOST_DB": "postgresql://u:pw@127.0.0.1/x",  # in --db it would also warn
+    }
+    p = _serve(tmp_path / "d", "--port", "0", env=env)
     _one_line_error(p, "pip install 'agentpost[postgres]'")
     assert "pw" not in p.stderr
 

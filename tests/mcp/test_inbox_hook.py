@@ -180,3 +180,10 @@ def test_the_token_can_come_from_a_file_instead_of_the_environment(
     token_file.chmod(0o600)
     hook.token = None
     assert "@bot from a file" in hook("session-start", "--token-file", str(token_file)).stdout
+    token_file.chmod(0o640)
+    refused = hook("prompt", "--token-file", str(token_file))
+    assert refused.returncode == 0 and refused.stdout == ""
+    assert refused.stderr.splitlines() == [
+        f"agentpost inbox hook: the token file {token_file} is open to other users "
+        f"(mode 0640); run `chmod 600 {token_file}`"
+    ]

@@ -3,7 +3,10 @@ never goes down for bad input (docs/mcp.md)."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -188,6 +191,7 @@ def test_the_token_can_come_from_a_token_file(
 ) -> None:
     token_file = tmp_path / "bot.token"
     token_file.write_text(setup.tokens["bot"] + "\n")
+    token_file.chmod(0o600)
     server = mcp_server(member=None, extra_args=["--token-file", str(token_file)])
 
     async def scenario(c: Client) -> Any:
@@ -196,3 +200,22 @@ def test_the_token_can_come_from_a_token_file(
     err, body = server.run(scenario)
     assert not err and body["delivery"] == "sent"
     assert [e["sender"] for e in events_of(setup)] == ["bot"]
+
+
+def test_a_token_file_open_to_other_users_is_refused_in_one_line(
+    setup: Setup, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "bot.token"
+    token_file.write_text(setup.tokens["bot"] + "\n")
+    token_file.chmod(0o644)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
+    p = subprocess.run(
+        [sys.executable, "-m", "agentpost", "mcp"],
+        env=env | {"AGENTPOST_HUB": setup.hub.url, "AGENTPOST_TOKEN_FILE": str(token_file)},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+    )
+    assert p.returncode == 1 and p.stdout == ""  # the MCP stream never started
+    assert p.stderr.splitlines() == [
+        f"agentpost mcp: the token file {token_file} is open to other users (mode 0644); "
+        f"run `chmod 600 {token_file}`"
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 import msgspec
 
+from agentpost.cli import secrets
 from agentpost.cli.app import main
 from agentpost.cli.common import (
     admin_token,
@@ -18,12 +19,22 @@ from agentpost.cli.common import (
 )
 
 
+def _warn_on_argv(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and secrets.on_argv(ctx, "admin_tok"):
+        secrets.warn_on_argv(
+            "--admin-token", "env AGENTPOST_ADMIN_TOKEN or the data dir's admin.token"
+        )
+    return value
+
+
 def _admin_options(f):  # noqa: ANN001, ANN202
     f = click.option(
         "--admin-token",
         "admin_tok",
         default=None,
-        help="Admin token (default: env AGENTPOST_ADMIN_TOKEN or the data dir's admin.token).",
+        callback=_warn_on_argv,
+        help="Admin token (default: env AGENTPOST_ADMIN_TOKEN or the data dir's admin.token). "
+        "Every local user can read a flag value in the process list.",
     )(f)
     f = click.option(
         "--hub",

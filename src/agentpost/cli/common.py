@@ -11,12 +11,14 @@ terminal.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, NoReturn, TypeVar
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar, cast
 
 import click
 import msgspec
@@ -24,6 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from agentpost.cli import secrets
 from agentpost.client import HubClient, HubError, HubUnavailable, HubUnreachable
 from agentpost.client.errors import NotConfigured
 
@@ -48,20 +51,42 @@ def json_option(f: F) -> F:
 
 
 def hub_options(f: F) -> F:
-    f = click.option(
-        "--token",
-        envvar="AGENTPOST_TOKEN",
+    """`--hub`, `--token` and `--token-file`: the command gets `hub` and the resolved
+    `token` (cli/secrets.py); a token file that is refused ends it with one line, exit 1."""
+
+    @functools.wraps(f)
+    def resolved(*args: Any, token: str | None, token_file: Path | None, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        if ctx.invoked_subcommand is None:  # a group's subcommand reads its own token
+            try:
+                token = secrets.member_token(
+                    token,
+                    token_file,
+                    token_on_argv=secrets.on_argv(ctx, "token"),
+                    file_on_argv=secrets.on_argv(ctx, "token_file"),
+                )
+            except NotConfigured as exc:
+                fail(bool(kwargs.get("as_json")), exc.code, exc.message, False, EXIT_FINAL)
+        return f(*args, token=token, **kwargs)
+
+    g = click.option(
+        "--token-file",
+        envvar=secrets.TOKEN_FILE_ENV,
+        type=click.Path(dir_okay=False, path_type=Path),
         default=None,
-        help="Member token (env AGENTPOST_TOKEN).",
-    )(f)
-    f = click.option(
+        help=secrets.TOKEN_FILE_HELP,
+    )(resolved)
+    g = click.option(
+        "--token", envvar=secrets.TOKEN_ENV, default=None, help=secrets.TOKEN_FLAG_HELP
+    )(g)
+    g = click.option(
         "--hub",
         envvar="AGENTPOST_HUB",
         default="http://127.0.0.1:8470",
         show_default=True,
         help="Hub URL (env AGENTPOST_HUB).",
-    )(f)
-    return f
+    )(g)
+    return cast(F, g)
 
 
 def admin_token(explicit: str | None) -> str:
@@ -123,8 +148,9 @@ def client(hub: str, token: str | None, need_token: bool = True) -> Iterator[Hub
     request (inside `hub_errors`, so it prints like every other error)."""
     if need_token and not token:
         raise NotConfigured(
-            "no member token: set AGENTPOST_TOKEN (or pass --token) to the token "
-            "`agentpost admin member add` printed"
+            "no member token: set AGENTPOST_TOKEN_FILE (or pass --token-file) to a file "
+            "of mode 0600 holding the token `agentpost admin member add` printed, or set "
+            "AGENTPOST_TOKEN"
         )
     with HubClient(hub, token or "") as c:
         yield c

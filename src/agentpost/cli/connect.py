@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import shutil
 import sys
@@ -12,6 +13,7 @@ from typing import Any
 
 import click
 
+from agentpost.cli import secrets
 from agentpost.cli.app import main
 from agentpost.cli.common import EXIT_FINAL, console, emit, err_console, json_option, table
 
@@ -21,7 +23,14 @@ PERMISSION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always"
 @main.group(invoke_without_command=True)
 @click.option("--agent", "agent_cmd", help="The ACP agent command, split like a shell would.")
 @click.option("--hub", envvar="AGENTPOST_HUB", default="http://127.0.0.1:8470", show_default=True)
-@click.option("--token", envvar="AGENTPOST_TOKEN", default=None, help="The agent member's token.")
+@click.option("--token", envvar=secrets.TOKEN_ENV, default=None, help=secrets.TOKEN_FLAG_HELP)
+@click.option(
+    "--token-file",
+    envvar=secrets.TOKEN_FILE_ENV,
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help=secrets.TOKEN_FILE_HELP + " Not inside --repo or an --egress-root.",
+)
 @click.option(
     "--workspace-dir",
     type=click.Path(path_type=Path),
@@ -50,6 +59,7 @@ def connect(
     agent_cmd: str | None,
     hub: str,
     token: str | None,
+    token_file: Path | None,
     workspace_dir: Path | None,
     repo: Path | None,
     collaborators: tuple[str, ...],
@@ -63,13 +73,40 @@ def connect(
     if ctx.invoked_subcommand is not None:
         return
     from agentpost.connect import WorkerConfig, run_worker
+    from agentpost.connect.keeper import forbid_dumping
     from agentpost.connect.workspace import WorkspaceError
 
+    # Before the token is read: from here on no other process of this uid (the agent
+    # included) can read this process's memory, environ or fds (docs/connect.md "What the
+    # agent can reach"). Python's start before this line is the one window left.
+    dumpable = not forbid_dumping()
     problems = []
+    token_on_argv = secrets.on_argv(ctx, "token")
+    if token_on_argv and not secrets.on_argv(ctx, "token_file"):
+        token_file = None  # the flag beats AGENTPOST_TOKEN_FILE
+    try:
+        token = secrets.member_token(
+            token,
+            token_file,
+            token_on_argv=token_on_argv,
+            file_on_argv=secrets.on_argv(ctx, "token_file"),
+        )
+    except secrets.SecretRefused as exc:
+        problems.append(exc.message)
+        token = ""
+    else:
+        if not token:
+            problems.append("a token is required (--token-file, AGENTPOST_TOKEN_FILE or "
+                            "AGENTPOST_TOKEN)")
+    # The Worker's own environment forgets it, so no child it ever starts inherits it. This
+    # does not change what /proc/<pid>/environ shows (the block this process started with):
+    # forbid_dumping is what keeps that from the agent.
+    for name in (secrets.TOKEN_ENV, secrets.TOKEN_FILE_ENV):
+        os.environ.pop(name, None)
+    if token_file is not None:
+        problems += _agent_reaches(token_file, [*(r for r in [repo] if r), *egress_roots])
     if not agent_cmd:
         problems.append("--agent is required")
-    if not token:
-        problems.append("a token is required (--token or AGENTPOST_TOKEN)")
     if repo is None or not repo.is_dir():
         problems.append("--repo must be an existing directory")
     argv = shlex.split(agent_cmd or "")
@@ -94,6 +131,11 @@ def connect(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if dumpable:
+        logging.getLogger("agentpost.connect").warning(
+            "this system has no prctl(PR_SET_DUMPABLE): processes of your user, the agent's "
+            "included, may read this Worker's memory and its token (docs/connect.md)"
+        )
     config = WorkerConfig(
         agent_argv=argv,
         hub=hub,
@@ -132,6 +174,18 @@ def _default_workspace(hub: str, token: str, timeout: float) -> Path:
     return default_dir(hub, str(me["workspace"]["name"]), str(me["member"]["name"]))
 
 
+def _agent_reaches(token_file: Path, roots: list[Path]) -> list[str]:
+    """A token file inside the agent's working directory or an egress root is refused: the
+    agent reads the first at will and can deliver from the second into a room."""
+    where = Path(os.path.realpath(token_file))
+    return [
+        f"the token file {token_file} is inside {root}, which the agent reads and can "
+        "deliver from; keep it outside (docs/connect.md)"
+        for root in roots
+        if root.is_dir() and where.is_relative_to(os.path.realpath(root))
+    ]
+
+
 @connect.command("status")
 @click.option(
     "--workspace-dir",
@@ -139,14 +193,39 @@ def _default_workspace(hub: str, token: str, timeout: float) -> Path:
     help="The Worker's folder (default: the one `connect` uses for this hub and token).",
 )
 @click.option("--hub", envvar="AGENTPOST_HUB", default="http://127.0.0.1:8470", show_default=True)
-@click.option("--token", envvar="AGENTPOST_TOKEN", default=None, help="The agent member's token.")
+@click.option("--token", envvar=secrets.TOKEN_ENV, default=None, help=secrets.TOKEN_FLAG_HELP)
+@click.option(
+    "--token-file",
+    envvar=secrets.TOKEN_FILE_ENV,
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help=secrets.TOKEN_FILE_HELP,
+)
 @json_option
-def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: bool) -> None:
+@click.pass_context
+def status(
+    ctx: click.Context,
+    workspace_dir: Path | None,
+    hub: str,
+    token: str | None,
+    token_file: Path | None,
+    as_json: bool,
+) -> None:
     """What the Worker of WORKSPACE_DIR is doing: agent, sessions, cursor, last Turns."""
     from agentpost.connect.status import read_status
     from agentpost.connect.workspace import WorkspaceError
 
     if workspace_dir is None:
+        try:
+            token = secrets.member_token(
+                token,
+                token_file,
+                token_on_argv=secrets.on_argv(ctx, "token"),
+                file_on_argv=secrets.on_argv(ctx, "token_file"),
+            )
+        except secrets.SecretRefused as exc:
+            err_console.print(f"error: {exc.message}")
+            sys.exit(EXIT_FINAL)
         if not token:
             err_console.print("error: --workspace-dir, or the agent's token to find it")
             sys.exit(EXIT_FINAL)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from agentpost.cli import secrets
 from agentpost.cli.app import main
 from agentpost.cli.common import EXIT_FINAL, EXIT_RETRY, console, emit, fail, json_option
 
@@ -20,7 +21,19 @@ def db() -> None:
 
 @db.command("migrate")
 @click.option(
-    "--db", "db_url", default=None, help="Database URL (default: SQLite in the data dir)."
+    "--db",
+    "db_url",
+    default=None,
+    help="Database URL (default: env AGENTPOST_DB, else SQLite in the data dir). Every local "
+    "user can read it in the process list: give a password by env or file, not here.",
+)
+@click.option(
+    "--db-password-file",
+    envvar=secrets.DB_PASSWORD_FILE_ENV,
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the PostgreSQL password from this file (mode 0600, yours; env "
+    "AGENTPOST_DB_PASSWORD_FILE). PGPASSWORD and ~/.pgpass work too.",
 )
 @click.option(
     "--data",
@@ -30,14 +43,23 @@ def db() -> None:
     help="Data dir (default $AGENTPOST_HOME or ~/.local/share/agentpost).",
 )
 @json_option
-def migrate_cmd(db_url: str | None, data_dir: Path | None, as_json: bool) -> None:
+def migrate_cmd(
+    db_url: str | None, db_password_file: Path | None, data_dir: Path | None, as_json: bool
+) -> None:
     """Bring the database schema up to this version (hubs also do it at start)."""
     from agentpost.core.errors import AgentpostError, Code
     from agentpost.hub.config import default_data_dir
     from agentpost.store.files import private_dir
     from agentpost.store.open import describe, open_engine, schema_version
 
-    url = db_url or os.environ.get("AGENTPOST_DB")
+    try:
+        url = secrets.db_url(
+            db_url or os.environ.get("AGENTPOST_DB"),
+            secrets.on_argv(click.get_current_context(), "db_url") and db_url is not None,
+            db_password_file,
+        )
+    except secrets.SecretRefused as exc:
+        fail(as_json, exc.code, exc.message, False, EXIT_FINAL)
     data = data_dir or default_data_dir()
 
     async def run() -> int:

@@ -26,6 +26,7 @@ from pathlib import Path
 import click
 import msgspec
 
+from agentpost.cli import secrets
 from agentpost.cli.inbox import inbox
 from agentpost.client import Event, HubClient, HubError
 from agentpost.mcp.tools import delegation_waiting
@@ -111,9 +112,9 @@ def hook_lock(path: Path) -> Iterator[bool]:
 
 def read_token_file(path: Path) -> str | None:
     try:
-        return path.read_text().strip() or None
-    except (OSError, UnicodeDecodeError) as exc:
-        print(f"agentpost inbox hook: cannot read the token file {path}: {exc}", file=sys.stderr)
+        return secrets.read_secret_file(path, "token file")
+    except secrets.SecretRefused as exc:
+        print(f"agentpost inbox hook: {exc.message}", file=sys.stderr)
         return None
 
 
@@ -208,10 +209,11 @@ def run_hook(event: str, hub: str, token: str | None, ack: bool) -> None:
 @click.option("--hub", envvar="AGENTPOST_HUB", default="http://127.0.0.1:8470", show_default=True)
 @click.option(
     "--token-file",
+    envvar=secrets.TOKEN_FILE_ENV,
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Read the member token from this file (keeps it out of the agent's environment); "
-    "default: env AGENTPOST_TOKEN.",
+    help="Read the member token from this file (mode 0600, yours; keeps it out of the "
+    "agent's environment; env AGENTPOST_TOKEN_FILE); default: env AGENTPOST_TOKEN.",
 )
 def hook_cmd(event: str, ack: bool, hub: str, token_file: Path | None) -> None:
     """Run from a coding agent's hook: print new wake-ups once. Always exits 0."""
@@ -219,6 +221,8 @@ def hook_cmd(event: str, ack: bool, hub: str, token_file: Path | None) -> None:
         token = os.environ.get("AGENTPOST_TOKEN")
         if token_file is not None:
             token = read_token_file(token_file)
+            if token is None:  # said why in one line; nothing to show
+                sys.exit(0)
         run_hook(event, hub.rstrip("/"), token, ack)
     except Exception as exc:  # a hook must never break the agent's turn; say what happened
         print(f"agentpost inbox hook: failed: {exc!r}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """`agentpost mcp`: the MCP server over stdio, acting as the member in AGENTPOST_TOKEN (§11).
 
-The token is read from env AGENTPOST_TOKEN or a `--token-file` (never a flag value, so it
-is not in `ps`); stdout
+The token is read from a `--token-file` (env AGENTPOST_TOKEN_FILE; mode 0600, checked as in
+cli/secrets.py) or env AGENTPOST_TOKEN, never a flag value, so it is not in `ps`; stdout
 belongs to the MCP protocol, so everything else goes to stderr.
 """
 
@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 from pathlib import Path
 
 import click
 
+from agentpost.cli import secrets
 from agentpost.cli.app import main
 
 DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
@@ -43,9 +45,10 @@ DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
 )
 @click.option(
     "--token-file",
+    envvar=secrets.TOKEN_FILE_ENV,
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Read the member token from this file instead of env AGENTPOST_TOKEN.",
+    help=secrets.TOKEN_FILE_HELP + " Default: env AGENTPOST_TOKEN.",
 )
 def mcp_cmd(
     roots: tuple[Path, ...], hub: str, max_file_bytes: int, token_file: Path | None
@@ -57,12 +60,13 @@ def mcp_cmd(
     from agentpost.mcp.tools import Toolbox
 
     logging.basicConfig(level=logging.WARNING, format="agentpost mcp: %(message)s")
-    token = os.environ.get("AGENTPOST_TOKEN")
-    if token_file is not None:
-        try:
-            token = token_file.read_text().strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise click.UsageError(f"cannot read the token file {token_file}: {exc}") from None
+    try:
+        token = secrets.member_token(os.environ.get(secrets.TOKEN_ENV), token_file)
+    except secrets.SecretRefused as exc:
+        from agentpost.cli.common import EXIT_FINAL
+
+        click.echo(f"agentpost mcp: {exc.message}", err=True)
+        sys.exit(EXIT_FINAL)
     toolbox = Toolbox(AsyncHubClient(hub, token or ""), EgressRoots(roots, max_file_bytes))
     try:
         asyncio.run(serve_stdio(toolbox))

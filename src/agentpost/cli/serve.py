@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import click
 
+from agentpost.cli import secrets
 from agentpost.cli.app import main
 from agentpost.hub.config import HubConfig, default_data_dir
 
@@ -22,7 +24,19 @@ from agentpost.hub.config import HubConfig, default_data_dir
     help="Data dir (default $AGENTPOST_HOME or ~/.local/share/agentpost).",
 )
 @click.option(
-    "--db", "db_url", default=None, help="Database URL (default: SQLite in the data dir)."
+    "--db",
+    "db_url",
+    default=None,
+    help="Database URL (default: env AGENTPOST_DB, else SQLite in the data dir). Every local "
+    "user can read it in the process list: give a password by env or file, not here.",
+)
+@click.option(
+    "--db-password-file",
+    envvar=secrets.DB_PASSWORD_FILE_ENV,
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the PostgreSQL password from this file (mode 0600, yours; env "
+    "AGENTPOST_DB_PASSWORD_FILE). PGPASSWORD and ~/.pgpass work too.",
 )
 @click.option(
     "--blobs",
@@ -50,6 +64,7 @@ def serve(
     port: int,
     data_dir: Path | None,
     db_url: str | None,
+    db_password_file: Path | None,
     blobs_dir: Path | None,
     max_upload_bytes: int,
     key_ttl_seconds: int,
@@ -58,9 +73,20 @@ def serve(
     """Run the hub."""
     from agentpost.hub.serve import serve as run
 
+    try:
+        url = secrets.db_url(
+            db_url or os.environ.get("AGENTPOST_DB"),
+            secrets.on_argv(click.get_current_context(), "db_url") and db_url is not None,
+            db_password_file,
+        )
+    except secrets.SecretRefused as exc:
+        from agentpost.cli.common import EXIT_FINAL
+
+        click.echo(f"agentpost serve: {exc.message}", err=True)
+        sys.exit(EXIT_FINAL)
     config = HubConfig(
         data_dir=data_dir or default_data_dir(),
-        db_url=db_url or os.environ.get("AGENTPOST_DB"),
+        db_url=url,
         host=host,
         port=port,
         max_upload_bytes=max_upload_bytes,

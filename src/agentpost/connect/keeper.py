@@ -1,5 +1,6 @@
 """The keeper: the small parent between the Worker and its agent (DESIGN.md §6 "The Worker
-owns its agent's processes"), and the one module that calls `prctl` (Linux only).
+owns its agent's processes"), and the one module that calls `prctl` (Linux only): the
+keeper's own calls, and the Worker's `forbid_dumping` (its token stays with it).
 
 The Worker spawns `python -S keeper.py --worker <pid> -- <agent argv…>` as the leader of
 a new session (its process group and session id are its pid). The keeper
@@ -50,6 +51,7 @@ import time
 from collections.abc import Callable, Iterable
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 MARK_ENV = "AGENTPOST_AGENT_GROUP"  # a random marker per Worker run, in every agent's env
 GRACE = 2.0  # seconds between SIGTERM and SIGKILL
@@ -70,6 +72,22 @@ def prctl(option: int, value: int) -> None:
     if libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl({option}): {os.strerror(err)}")
+
+
+def forbid_dumping() -> bool:
+    """Make this process not dumpable (Linux; False elsewhere, where nothing is done).
+
+    The kernel then lets no other process of our uid that is not root ptrace us or open
+    our /proc/<pid>/environ, mem, maps or fd: the agent, which runs as the same user, can
+    no longer read the token there (docs/connect.md "What the agent can reach"). It is the
+    flag, not `os.environ.pop`, that protects the environment: /proc/<pid>/environ shows the
+    block the process was started with, which unsetenv never changes. Nothing is inherited:
+    `exec` resets the flag, so the keeper and the agent stay ordinary processes.
+    """
+    if not supported():
+        return False
+    prctl(PR_SET_DUMPABLE, 0)
+    return True
 
 
 # -- /proc ----------------------------------------------------------------------------------

@@ -31,7 +31,9 @@ def open_engine(db_url: str | None, data_dir: Path) -> Engine:
         return PostgresEngine(db_url, writers=max(1, writers))
     raise RequestError(
         Code.INVALID_REQUEST,
-        f"unsupported database URL {db_url!r} (expected sqlite:///PATH or postgresql://…)",
+        # only the scheme: the rest of a URL may hold a password
+        f"unsupported database URL '{db_url.partition(':')[0]}:…' "
+        "(expected sqlite:///PATH or postgresql://…)",
     )
 
 
