@@ -241,8 +241,8 @@ class AsyncHubClient:
         if not NAME.fullmatch(room):
             raise HubRefused(
                 INVALID_REQUEST,
-                f"{room[:80]!r} is neither {ROOM_ID_RULE} nor a room name ({NAME_RULE}); "
-                "nothing was sent",
+                f"{room[:80]!r} names no room: give a room id ({ROOM_ID_RULE}) or a room "
+                f"name ({NAME_RULE}); nothing was sent",
             )
         me = await self.me()
         for r in await self.rooms(me["workspace"]["name"]):
