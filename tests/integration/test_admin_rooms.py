@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -153,3 +154,66 @@ def test_capabilities_healthz_metrics(hub: HubProcess) -> None:
     assert "agentpost_idempotent_replays_total 1.0" in text
     assert "agentpost_idempotency_conflicts_total 1.0" in text
     assert "agentpost_post_latency_seconds_bucket" in text
+
+
+# The admin token manages rooms and reads no conversation (docs/api.md "The admin token").
+# (route as docs/api.md's table starts its row, method, path, JSON body)
+_ADMIN_MANAGES = [
+    ("`POST /v1/workspaces/{ws}/rooms", "POST", "/v1/workspaces/{ws}/rooms", {"name": "ops"}),
+    ("`GET /v1/rooms/{room}`", "GET", "/v1/rooms/{room}", None),
+    ("`PATCH /v1/rooms/{room}", "PATCH", "/v1/rooms/{room}", {"router": "none"}),
+    ("`PUT` / `DELETE /v1/rooms/{room}/participants", "DELETE", "/v1/rooms/{room}/participants/carol", None),
+    ("`PUT` / `DELETE /v1/rooms/{room}/participants", "PUT", "/v1/rooms/{room}/participants/carol", None),
+    ("`POST /v1/rooms/{room}/archive`", "POST", "/v1/rooms/{room}/archive", None),
+    ("`POST /v1/rooms/{room}/archive`", "POST", "/v1/rooms/{room}/unarchive", None),
+]
+_ADMIN_REFUSED = [
+    ("`POST /v1/rooms/{room}/messages", "POST", "/v1/rooms/{room}/messages", {"text": "hi"}),
+    ("`GET /v1/rooms/{room}/events?", "GET", "/v1/rooms/{room}/events", None),
+    ("`GET /v1/rooms/{room}/stream`", "GET", "/v1/rooms/{room}/stream", None),
+    ("`POST /v1/rooms/{room}/stream-ticket`", "POST", "/v1/rooms/{room}/stream-ticket", None),
+    ("`GET /v1/events/{event}`", "GET", "/v1/events/{event}", None),
+    ("`GET /v1/rooms/{room}/events/{event}/delivery`", "GET", "/v1/events/{event}/delivery", None),
+    ("`GET /v1/rooms/{room}/sends", "GET", "/v1/rooms/{room}/sends?key=k", None),
+    ("`POST /v1/rooms/{room}/cancel", "POST", "/v1/rooms/{room}/cancel", {}),
+    ("`GET /v1/workspaces/{ws}/rooms`", "GET", "/v1/workspaces/{ws}/rooms", None),
+    ("`GET /v1/workspaces/{ws}/members`", "GET", "/v1/workspaces/{ws}/members", None),
+    ("`GET /v1/search", "GET", "/v1/search?q=hi", None),
+    ("`GET /v1/inbox?", "GET", "/v1/inbox", None),
+    ("`GET /v1/me`", "GET", "/v1/me", None),
+    ("`POST /v1/workspaces/{ws}/threads/ensure", "POST", "/v1/workspaces/{ws}/threads/ensure", {"name": "t"}),
+]
+
+
+def _who(row_start: str) -> str:
+    """The "who" column of the docs/api.md row that starts with `row_start`."""
+    text = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith(f"| {row_start}")]
+    assert len(rows) == 1, (row_start, rows)
+    return rows[0].split(" | ")[1].strip()
+
+
+def test_the_admin_token_manages_rooms_as_docs_api_says(setup: Setup) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as alice:
+        r = alice.post(f"/v1/rooms/{setup.room}/messages", json={"text": "@bot the plan"})
+        event = r.json()["event"]["id"]
+    fill = {"ws": setup.workspace, "room": setup.room, "event": event}
+    with setup.hub.client(setup.hub.admin_token) as admin:
+        for row, method, path, body in _ADMIN_MANAGES:
+            assert "admin" in _who(row), row
+            r = admin.request(method, path.format(**fill), json=body)
+            assert r.status_code in (200, 201), (method, path, r.text)
+            if path.endswith("/rooms"):
+                assert r.json()["room"]["participants"] == []  # the admin is no participant
+        for row, method, path, body in _ADMIN_REFUSED:
+            assert "admin" not in _who(row), row
+            r = admin.request(method, path.format(**fill), json=body)
+            assert (r.status_code, r.json()["error"]["code"]) == (401, "unauthorized"), (
+                method,
+                path,
+            )
+    with setup.hub.client(setup.tokens["alice"]) as alice:
+        room = alice.get(f"/v1/rooms/{setup.room}").json()["room"]
+        texts = [e["text"] for e in alice.get(f"/v1/rooms/{setup.room}/events").json()["events"]]
+    assert room["archived"] is False and room["router"] == "none" and "carol" in room["participants"]
+    assert texts == ["@bot the plan"]

@@ -7,6 +7,7 @@ and closes it. `call(client, tool, args)` returns (is_error, structured body).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -31,15 +32,18 @@ class McpServer:
     roots: list[Path] = field(default_factory=list)
     mode: str = "auto"
     extra_args: list[str] = field(default_factory=list)
+    cwd: Path | None = None  # the server's working directory (relative paths start there)
 
     def params(self) -> StdioServerParameters:
         env = {"AGENTPOST_HUB": self.hub_url}
+        if "PYTHONPATH" in os.environ:  # the SDK passes a short list only: run the code under test
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         if self.token is not None:
             env["AGENTPOST_TOKEN"] = self.token
         args = ["-m", "agentpost", "mcp", *self.extra_args]
         for r in self.roots:
             args += ["--allow-root", str(r)]
-        return StdioServerParameters(command=sys.executable, args=args, env=env)
+        return StdioServerParameters(command=sys.executable, args=args, env=env, cwd=self.cwd)
 
     def run(self, scenario: Callable[[Client], Awaitable[T]]) -> T:
         async def main() -> T:

@@ -168,4 +168,6 @@ def test_a_root_reached_through_a_link_may_be_named_either_way(
 
     via_alias, via_real = mcp_server(roots=[alias]).run(scenario)
     assert not via_alias[0] and not via_real[0]
-    assert via_real[1]["delivery"] == "sent"  # another path spelling: another derived key
+    # Another spelling of the same file: the same derived key (mcp/keys.py), one upload.
+    assert via_alias[1]["delivery"] == "sent" and via_real[1]["delivery"] == "replayed"
+    assert via_real[1]["event"] == via_alias[1]["event"]

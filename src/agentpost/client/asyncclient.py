@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import httpx
 import msgspec
@@ -37,8 +37,16 @@ from agentpost.client.models import (
     Thread,
     ThreadSend,
 )
+from agentpost.client.paths import INVALID_REQUEST, checked_path, segment
 from agentpost.client.transport import PooledTransport
-from agentpost.core.ids import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_RULE
+from agentpost.core.ids import (
+    IDEMPOTENCY_KEY,
+    IDEMPOTENCY_KEY_RULE,
+    NAME,
+    NAME_RULE,
+    ROOM_ID,
+    ROOM_ID_RULE,
+)
 
 T = TypeVar("T")
 DEFAULT_HUB = "http://127.0.0.1:8470"
@@ -135,7 +143,9 @@ class AsyncHubClient:
         await self._http.aclose()
 
     async def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        """Send one request; 2xx comes back, anything else raises a `HubError`."""
+        """Send one request; 2xx comes back, anything else raises a `HubError`. A path that
+        is not a plain route is refused before anything is sent (client/paths.py)."""
+        checked_path(path)
         try:
             if self._direct and kw.keys() <= _DIRECT:
                 resp = await self._send(method, path, **kw)
@@ -157,7 +167,9 @@ class AsyncHubClient:
     ) -> httpx.Response:
         """One request straight on the transport, read whole (what `httpx.AsyncClient`
         would send for it: the same headers, URL and timeouts; `timeout=None` is none)."""
-        timeout = httpx.Timeout(body.pop("timeout")).as_dict() if "timeout" in body else self._timeout
+        timeout = (
+            httpx.Timeout(body.pop("timeout")).as_dict() if "timeout" in body else self._timeout
+        )
         url = self._urls.get(path)
         if url is None:
             if len(self._urls) >= _MAX_URLS:
@@ -214,15 +226,24 @@ class AsyncHubClient:
         return data
 
     async def room(self, room_id: str) -> Room:
-        return await self._get(f"/v1/rooms/{room_id}", Room, "room")
+        return await self._get(f"/v1/rooms/{segment(room_id, 'room id')}", Room, "room")
 
     async def rooms(self, workspace: str) -> list[Room]:
-        return await self._get(f"/v1/workspaces/{workspace}/rooms", list[Room], "rooms")
+        return await self._get(
+            f"/v1/workspaces/{segment(workspace, 'workspace')}/rooms", list[Room], "rooms"
+        )
 
     async def resolve_room(self, room: str) -> str:
-        """A room id from an id or a name in the caller's workspace."""
-        if room.startswith("rm_"):
+        """A room id from an id or a name in the caller's workspace; anything of neither
+        shape is refused (`invalid_request`) before anything is sent."""
+        if ROOM_ID.fullmatch(room):
             return room
+        if not NAME.fullmatch(room):
+            raise HubRefused(
+                INVALID_REQUEST,
+                f"{room[:80]!r} names no room: give a room id ({ROOM_ID_RULE}) or a room "
+                f"name ({NAME_RULE}); nothing was sent",
+            )
         me = await self.me()
         for r in await self.rooms(me["workspace"]["name"]):
             if r.name == room:
@@ -231,17 +252,19 @@ class AsyncHubClient:
 
     async def event(self, event_id: str) -> Event:
         """One event by id, from a room you take part in (404 `event_not_found` otherwise)."""
-        return await self._get(f"/v1/events/{event_id}", Event, "event")
+        return await self._get(f"/v1/events/{segment(event_id, 'event id')}", Event, "event")
 
     async def events(self, room_id: str, after: int = 0, limit: int = 100) -> list[Event]:
         params = {"after": after, "limit": limit}
-        return await self._get(f"/v1/rooms/{room_id}/events", list[Event], "events", params=params)
+        return await self._get(
+            f"/v1/rooms/{segment(room_id, 'room id')}/events", list[Event], "events", params=params
+        )
 
     async def stream(self, room_id: str, after: int = 0) -> AsyncIterator[Event]:
         """Events of the room after `after`, live; a stream the hub ends is resumed with
         Last-Event-ID; no answer at all raises `HubUnreachable` (the caller may resume
         from the last seq it got)."""
-        async for body in self._sse(f"/v1/rooms/{room_id}/stream", after):
+        async for body in self._sse(f"/v1/rooms/{segment(room_id, 'room id')}/stream", after):
             yield msgspec.json.decode(body, type=Event)
 
     async def inbox_stream(self, after: int | None = None) -> AsyncIterator[InboxItem]:
@@ -279,7 +302,7 @@ class AsyncHubClient:
 
     async def delivery(self, event_id: str) -> dict[str, Any]:
         """Who got `event_id`, read it, acked it, answered it (docs/delivery.md)."""
-        resp = await self.request("GET", f"/v1/events/{quote(event_id, safe='')}/delivery")
+        resp = await self.request("GET", f"/v1/events/{segment(event_id, 'event id')}/delivery")
         data: dict[str, Any] = resp.json()["delivery"]
         return data
 
@@ -302,11 +325,17 @@ class AsyncHubClient:
     async def member(self, workspace: str, name: str) -> SeenMember:
         """One member of your workspace (who owns an agent, whether it is active, when the
         hub last saw it)."""
-        return await self._get(f"/v1/workspaces/{workspace}/members/{name}", SeenMember, "member")
+        return await self._get(
+            f"/v1/workspaces/{segment(workspace, 'workspace')}/members/{segment(name, 'name')}",
+            SeenMember,
+            "member",
+        )
 
     async def members(self, workspace: str) -> list[SeenMember]:
         """Every member of your workspace with kind, owner, status and presence (§12)."""
-        return await self._get(f"/v1/workspaces/{workspace}/members", list[SeenMember], "members")
+        return await self._get(
+            f"/v1/workspaces/{segment(workspace, 'workspace')}/members", list[SeenMember], "members"
+        )
 
     async def download(self, media_id: str, dest: Path, max_bytes: int) -> int:
         """Save a media file to `dest` (0600), checked like `fetch_media`; refuses one over
@@ -318,7 +347,9 @@ class AsyncHubClient:
     async def cancel(self, room_id: str, agent: str | None = None) -> Event:
         """Stop the running Turn of `agent` (or of every agent) in the room (§6)."""
         body = {} if agent is None else {"agent": agent}
-        resp = await self.request("POST", f"/v1/rooms/{room_id}/cancel", json=body)
+        resp = await self.request(
+            "POST", f"/v1/rooms/{segment(room_id, 'room id')}/cancel", json=body
+        )
         return msgspec.convert(resp.json()["event"], Event)
 
     def _post_headers(self, key: str | None) -> dict[str, str]:
@@ -350,7 +381,10 @@ class AsyncHubClient:
         the holder in `body`) while another Worker holds it. `last_fence`: the fence this
         workspace last held (a restart takes its own live lease back with it)."""
         body: dict[str, Any] = {
-            "worker_id": worker_id, "host": host, "pid": pid, "takeover": takeover
+            "worker_id": worker_id,
+            "host": host,
+            "pid": pid,
+            "takeover": takeover,
         }
         if last_fence is not None:
             body["last_fence"] = last_fence
@@ -394,7 +428,10 @@ class AsyncHubClient:
         if attachments:
             body["attachments"] = attachments
         resp = await self.request(
-            "POST", f"/v1/rooms/{room_id}/messages", json=body, headers=self._post_headers(key)
+            "POST",
+            f"/v1/rooms/{segment(room_id, 'room id')}/messages",
+            json=body,
+            headers=self._post_headers(key),
         )
         return PostResult(
             event=msgspec.convert(resp.json()["event"], Event),
@@ -432,7 +469,11 @@ class AsyncHubClient:
         files = {"file": (name, f, mime_type)}
         data = {"text": caption} if caption else None
         resp = await self.request(
-            "POST", f"/v1/rooms/{room_id}/media", files=files, data=data, headers=headers
+            "POST",
+            f"/v1/rooms/{segment(room_id, 'room id')}/media",
+            files=files,
+            data=data,
+            headers=headers,
         )
         payload = resp.json()
         return PostResult(
@@ -454,13 +495,15 @@ class AsyncHubClient:
         body: dict[str, Any] = {"name": name, "kind": kind}
         if owner is not None:
             body["owner"] = owner
-        resp = await self.request("POST", f"/v1/admin/workspaces/{workspace}/members", json=body)
+        resp = await self.request(
+            "POST", f"/v1/admin/workspaces/{segment(workspace, 'workspace')}/members", json=body
+        )
         return msgspec.convert(resp.json(), NewMember)
 
     async def remove_member(self, workspace: str, name: str, hard: bool = False) -> Member:
         resp = await self.request(
             "DELETE",
-            f"/v1/admin/workspaces/{workspace}/members/{name}",
+            f"/v1/admin/workspaces/{segment(workspace, 'workspace')}/members/{segment(name, 'name')}",
             params={"hard": "true" if hard else "false"},
         )
         return msgspec.convert(resp.json()["member"], Member)
@@ -476,7 +519,9 @@ class AsyncHubClient:
         body: dict[str, Any] = {"name": name, "participants": participants or [], "mode": mode}
         if master is not None:
             body["master"] = master
-        resp = await self.request("POST", f"/v1/workspaces/{workspace}/rooms", json=body)
+        resp = await self.request(
+            "POST", f"/v1/workspaces/{segment(workspace, 'workspace')}/rooms", json=body
+        )
         return msgspec.convert(resp.json()["room"], Room)
 
     async def list_workspaces(self) -> list[dict[str, str]]:
@@ -486,17 +531,26 @@ class AsyncHubClient:
 
     async def list_members(self, workspace: str) -> list[Member]:
         """Every member of the workspace, removed ones too (admin token)."""
-        return await self._get(f"/v1/admin/workspaces/{workspace}/members", list[Member], "members")
+        return await self._get(
+            f"/v1/admin/workspaces/{segment(workspace, 'workspace')}/members",
+            list[Member],
+            "members",
+        )
 
     async def reissue_token(self, workspace: str, name: str) -> NewMember:
         """A new token for the member; its older tokens stop working at once (admin token)."""
-        resp = await self.request("POST", f"/v1/admin/workspaces/{workspace}/members/{name}/token")
+        resp = await self.request(
+            "POST",
+            f"/v1/admin/workspaces/{segment(workspace, 'workspace')}/members/{segment(name, 'name')}/token",
+        )
         return msgspec.convert(resp.json(), NewMember)
 
     async def set_participant(self, room_id: str, name: str, present: bool) -> Room:
         """Add member `name` to the room (or take it out)."""
         method = "PUT" if present else "DELETE"
-        resp = await self.request(method, f"/v1/rooms/{room_id}/participants/{name}")
+        resp = await self.request(
+            method, f"/v1/rooms/{segment(room_id, 'room id')}/participants/{segment(name, 'name')}"
+        )
         return msgspec.convert(resp.json()["room"], Room)
 
     async def fetch_media(
@@ -508,7 +562,9 @@ class AsyncHubClient:
         digest = hashlib.sha256()
         size = 0
         try:
-            async with self._http.stream("GET", f"/v1/media/{media_id}") as resp:
+            async with self._http.stream(
+                "GET", f"/v1/media/{segment(media_id, 'media id')}"
+            ) as resp:
                 if resp.status_code >= 300:
                     await resp.aread()
                     raise error_from_response(resp)
@@ -530,7 +586,7 @@ class AsyncHubClient:
 
     async def set_archived(self, room_id: str, archived: bool) -> Room:
         action = "archive" if archived else "unarchive"
-        resp = await self.request("POST", f"/v1/rooms/{room_id}/{action}")
+        resp = await self.request("POST", f"/v1/rooms/{segment(room_id, 'room id')}/{action}")
         return msgspec.convert(resp.json()["room"], Room)
 
     # -- threads (docs/threads.md; the rules and codes are in client/threads.py) ---------

@@ -27,6 +27,7 @@ from agentpost.client.errors import (
     NotConfigured,
 )
 from agentpost.client.models import Room, SendState, Thread, ThreadSend
+from agentpost.client.paths import segment
 from agentpost.core.thread_key import ACTING_FOR_ENV, InvalidKey, check_key, command_id
 
 if TYPE_CHECKING:
@@ -120,7 +121,9 @@ async def ensure_thread(
     c: AsyncHubClient, workspace: str, name: str, owner: str | None = None
 ) -> Thread:
     body = {"name": name} if owner is None else {"name": name, "owner": owner}
-    resp = await c.request("POST", f"/v1/workspaces/{workspace}/threads/ensure", json=body)
+    resp = await c.request(
+        "POST", f"/v1/workspaces/{segment(workspace, 'workspace')}/threads/ensure", json=body
+    )
     return msgspec.convert(resp.json(), Thread)
 
 
@@ -144,7 +147,9 @@ async def send_state(c: AsyncHubClient, room_id: str, key: str) -> SendState | N
     """What the hub recorded for `key` (the Idempotency-Key as sent) in the room; None when
     nothing is (the key is unused)."""
     try:
-        resp = await c.request("GET", f"/v1/rooms/{room_id}/sends", params={"key": key})
+        resp = await c.request(
+            "GET", f"/v1/rooms/{segment(room_id, 'room id')}/sends", params={"key": key}
+        )
     except HubRefused as exc:
         if exc.code == "send_not_found":
             return None

@@ -12,6 +12,27 @@ import time
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 IDEMPOTENCY_KEY_RULE = "1-255 visible ASCII characters (no spaces, no accents)"
 
+# The shapes of what a client names in a URL path (docs/api.md): `<prefix>_` + a ULID for
+# ids, and the hub's names. Anything else names nothing, and is refused before a URL is made.
+_ULID = "[0-9A-HJKMNP-TV-Z]{26}"
+ROOM_ID = re.compile(f"rm_{_ULID}")
+EVENT_ID = re.compile(f"ev_{_ULID}")
+MEDIA_ID = re.compile(f"md_{_ULID}")
+NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+ROOM_ID_RULE = "a room id: `rm_` and 26 Crockford base32 characters"
+EVENT_ID_RULE = "an event id: `ev_` and 26 Crockford base32 characters"
+NAME_RULE = (
+    "a name: 1-63 characters, lowercase letters a-z, digits, `-` and `_`, "
+    "starting with a letter or a digit (e.g. `alice`, `build-bot`)"
+)
+
+
+def schema_pattern(shape: re.Pattern[str]) -> str:
+    """The shape as a JSON Schema `pattern` (which searches): anchored at both ends, and
+    `(?!\\n)` because Python's `$` also matches before a final newline, JSON Schema's not."""
+    return f"^(?:{shape.pattern})(?!\\n)$"
+
+
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 

@@ -9,16 +9,12 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-# `(?!\n)`: Python's `$` also matches before a final newline, JSON Schema's does not.
-NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}(?!\n)$"
-NAME_RULE = (
-    "a name: 1-63 characters, lowercase letters a-z, digits, `-` and `_`, "
-    "starting with a letter or a digit (e.g. `alice`, `build-bot`)"
-)
+from agentpost.core.ids import EVENT_ID, EVENT_ID_RULE, NAME, NAME_RULE, schema_pattern
+
+NAME_PATTERN = schema_pattern(NAME)
 Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN, description=NAME_RULE)]
 # `ev_` + a ULID (core/ids.py): an `in_reply_to` of another shape names no event.
-EVENT_ID_PATTERN = r"^ev_[0-9A-HJKMNP-TV-Z]{26}(?!\n)$"
-EVENT_ID_RULE = "an event id: `ev_` and 26 Crockford base32 characters"
+EVENT_ID_PATTERN = schema_pattern(EVENT_ID)
 EventId = Annotated[str, msgspec.Meta(pattern=EVENT_ID_PATTERN, description=EVENT_ID_RULE)]
 # A schema refusal says the rule in words, not the regex that checks it.
 RULES_IN_WORDS = {

@@ -1,20 +1,46 @@
 """The arguments of each MCP tool, as strict msgspec Structs: their JSON Schema is what
 `tools/list` shows, and decoding against them is the only argument check (docs/mcp.md).
-Unknown fields, wrong types and out-of-range numbers are refused with a clear message.
+Unknown fields, wrong types and out-of-range numbers are refused with a clear message, and
+so is every id or name not of its shape (core/ids.py): those go into URL paths, and an id
+such as `rm_…/archive?` must never reach another route of the hub.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 import msgspec
+
+from agentpost.core.ids import (
+    EVENT_ID,
+    EVENT_ID_RULE,
+    NAME,
+    NAME_RULE,
+    ROOM_ID,
+    ROOM_ID_RULE,
+    schema_pattern,
+)
 
 # The hub's own bounds (docs/api.md): keys 1-255 visible ASCII, pages of at most 1000,
 # long polls of at most 60 s.
 MAX_WAIT_SECONDS = 60.0
 MAX_LIMIT = 1000
 
-RoomRef = Annotated[str, msgspec.Meta(min_length=1, description="a room id (rm_…) or name")]
+ROOM_REF_PATTERN = schema_pattern(re.compile(f"{ROOM_ID.pattern}|{NAME.pattern}"))
+ROOM_REF_RULE = f"{ROOM_ID_RULE}, or a room's name ({NAME_RULE.removeprefix('a name: ')})"
+EVENT_ID_PATTERN = schema_pattern(EVENT_ID)
+NAME_PATTERN = schema_pattern(NAME)
+# A refusal says the rule in words, not the regex that checks it.
+RULES_IN_WORDS = {
+    f"`str` matching regex {ROOM_REF_PATTERN!r}": ROOM_REF_RULE,
+    f"`str` matching regex {EVENT_ID_PATTERN!r}": EVENT_ID_RULE,
+    f"`str` matching regex {NAME_PATTERN!r}": NAME_RULE,
+}
+
+RoomRef = Annotated[
+    str, msgspec.Meta(pattern=ROOM_REF_PATTERN, description=f"the room: {ROOM_REF_RULE}")
+]
 Text = Annotated[str, msgspec.Meta(min_length=1, description="the message text")]
 Key = Annotated[
     str,
@@ -41,7 +67,12 @@ class PostMessageArgs(_Args):
 
 
 class ReplyArgs(_Args):
-    event_id: Annotated[str, msgspec.Meta(min_length=1, description="the event you answer")]
+    event_id: Annotated[
+        str,
+        msgspec.Meta(
+            pattern=EVENT_ID_PATTERN, description=f"the event you answer: {EVENT_ID_RULE}"
+        ),
+    ]
     text: Text
     reply_kind: (
         Annotated[
@@ -57,17 +88,24 @@ class ReplyArgs(_Args):
 
 
 class SendToThreadArgs(_Args):
-    thread: Annotated[str, msgspec.Meta(min_length=1, description="a thread id or name")]
+    thread: Annotated[
+        str,
+        msgspec.Meta(pattern=ROOM_REF_PATTERN, description=f"the thread: {ROOM_REF_RULE}"),
+    ]
     text: Text
     idempotency_key: Key
 
 
 class EnsureThreadArgs(_Args):
-    name: Annotated[str, msgspec.Meta(min_length=1, description="the thread's name")]
-    workspace: Annotated[str, msgspec.Meta(min_length=1, description="default: yours")] | None = (
+    name: Annotated[
+        str, msgspec.Meta(pattern=NAME_PATTERN, description=f"the thread's name: {NAME_RULE}")
+    ]
+    workspace: (
+        Annotated[str, msgspec.Meta(pattern=NAME_PATTERN, description="default: yours")] | None
+    ) = None
+    owner: Annotated[str, msgspec.Meta(pattern=NAME_PATTERN, description="default: you")] | None = (
         None
     )
-    owner: Annotated[str, msgspec.Meta(min_length=1, description="default: you")] | None = None
 
 
 class UploadFileArgs(_Args):
@@ -107,7 +145,11 @@ class ReadRoomArgs(_Args):
 
 class DeliveryStateArgs(_Args):
     event_id: Annotated[
-        str, msgspec.Meta(min_length=1, description="an event of a room you take part in")
+        str,
+        msgspec.Meta(
+            pattern=EVENT_ID_PATTERN,
+            description=f"an event of a room you take part in: {EVENT_ID_RULE}",
+        ),
     ]
 
 
@@ -124,7 +166,12 @@ class SearchArgs(_Args):
         ),
     ]
     room: RoomRef | None = None
-    sender: Annotated[str | None, msgspec.Meta(description="only events this member sent")] = None
+    sender: (
+        Annotated[
+            str, msgspec.Meta(pattern=NAME_PATTERN, description="only events this member sent")
+        ]
+        | None
+    ) = None
     before: Annotated[
         str | None, msgspec.Meta(description="the next_before of the previous page")
     ] = None

@@ -144,7 +144,10 @@ Handler = Callable[[Any], Awaitable[dict[str, Any]]]
 
 
 def _invalid(exc: msgspec.ValidationError, tool: str) -> ToolFailure:
-    return ToolFailure(INVALID_ARGUMENTS, f"{tool}: {exc}; nothing was done")
+    said = str(exc)
+    for regex, words in a.RULES_IN_WORDS.items():
+        said = said.replace(regex, words)
+    return ToolFailure(INVALID_ARGUMENTS, f"{tool}: {said}; nothing was done")
 
 
 def _event_out(ev: Event) -> dict[str, Any]:
@@ -280,7 +283,7 @@ class Toolbox:
                 self.session_id,
                 "upload_file",
                 args.idempotency_key,
-                {"room": room, "path": args.path, "caption": caption, "sha256": digest},
+                keys.upload_arguments(room, os.fstat(f.fileno()), opened.name, caption, digest),
             )
             mime = mimetypes.guess_type(opened.name)[0] or "application/octet-stream"
             res = await self.hub.upload_file(

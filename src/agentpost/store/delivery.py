@@ -10,10 +10,12 @@ from agentpost.store.engine import Db
 
 
 def mark_read(db: Db, member_id: str, after: int, upto: int, at_ms: int) -> None:
-    """The member's rows with cursor in (after, upto] were handed to their client."""
+    """The member's rows with cursor in (after, upto] were handed to their client: those
+    of rooms they take part in (the others were withdrawn, store/inbox.py, and not handed)."""
     db.run(
         "UPDATE inbox SET read_at = ? WHERE member_id = ? AND cursor > ? AND cursor <= ?"
-        " AND read_at IS NULL",
+        " AND read_at IS NULL AND EXISTS (SELECT 1 FROM participants p"
+        " WHERE p.room_id = inbox.room_id AND p.member_id = inbox.member_id)",
         (at_ms, member_id, after, upto),
     )
 

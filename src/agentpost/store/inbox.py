@@ -35,8 +35,9 @@ def _append(db: Db, member_id: str, room_id: str, seq: int) -> None:
 def page(
     db: Db, member_id: str, after: int, limit: int, max_bytes: int | None = None
 ) -> events.Page:
-    """(cursor, event body) of the member's inbox rows past `after`, oldest first; with
-    `max_bytes`, only as many as fit in that many body bytes (always at least one)."""
+    """(cursor, event body) of the member's inbox rows past `after` in the rooms they take
+    part in now, oldest first; with `max_bytes`, only as many as fit in that many body bytes
+    (always at least one)."""
     asked, cut = limit, False
     if max_bytes is not None:
         sizes = db.all(
@@ -52,8 +53,13 @@ def page(
     return events.paged([(int(r[0]), bytes(r[1])) for r in rows], cut or len(rows) == asked)
 
 
+# Served only while the member takes part in the row's room: a wake-up queued before they
+# were taken out is withdrawn, the same rule as `GET /v1/events/{id}` (docs/api.md "Inbox").
+# The join is the filter, so LIMIT counts served rows only and a withdrawn row never makes
+# a page short or empty while later rows wait: a reader's cursor moves past it.
 _ROWS = (
     "FROM inbox i JOIN events e ON e.room_id = i.room_id AND e.seq = i.seq"
+    " JOIN participants p ON p.room_id = i.room_id AND p.member_id = i.member_id"
     " WHERE i.member_id = ? AND i.cursor > ?"
 )
 
