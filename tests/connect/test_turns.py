@@ -166,6 +166,9 @@ def test_worker_files_are_private(connected: Connected) -> None:
     connected.worker()
     ws = connected.tmp / "ws-bot"
     wait_for(lambda: (ws / "status.json").exists())
-    for name in ("worker-id", "worker.lock", "status.json"):
+    # The delivery ledger's WAL side files too (SQLite gives them the database file's mode).
+    ledger = ("deliveries.sqlite3", "deliveries.sqlite3-wal", "deliveries.sqlite3-shm")
+    wait_for(lambda: all((ws / name).exists() for name in ledger))
+    for name in ("worker-id", "worker.lock", "status.json", "lease-fence", *ledger):
         assert oct((ws / name).stat().st_mode & 0o777) == "0o600", name
     assert oct(ws.stat().st_mode & 0o777) == "0o700"

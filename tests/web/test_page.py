@@ -329,13 +329,21 @@ def test_a_workers_notice_is_shown_as_a_note(page: Page, setup: Setup) -> None:
     sign_in(page, setup.hub, setup.tokens["alice"])
     open_room(page, "general")
     plain = post(setup.hub, setup.tokens["bot"], setup.room, "a plain reply")
-    notice = post(
-        setup.hub,
-        setup.tokens["bot"],
-        setup.room,
-        "@bot answers only its owner (alice) and listed collaborators.",
-        metadata={"agentpost/notice": "not_admitted"},
-    )
+    text = "@bot answers only its owner (alice) and listed collaborators."
+    # A member's imitation is no notice (the hub drops the mark)...
+    post(setup.hub, setup.tokens["alice"], setup.room, text,
+         metadata={"agentpost/notice": "not_admitted"})
+    # ...the agent's Worker's is: it names the fence of the agent's lease.
+    with setup.hub.client(setup.tokens["bot"]) as c:
+        lease = {"worker_id": "f" * 32, "host": "h", "pid": 1}
+        fence = c.post("/v1/worker/lease", json=lease).json()["lease"]["fence"]
+        r = c.post(
+            f"/v1/rooms/{setup.room}/messages",
+            json={"text": text, "metadata": {"agentpost/notice": "not_admitted"}},
+            headers={"Agentpost-Worker-Fence": str(fence)},
+        )
+        assert r.status_code == 201, r.text
+        notice = r.json()["event"]
     note = page.get_by_role("note")
     expect(note).to_have_count(1)
     expect(note).to_have_attribute("data-event-id", notice["id"])
