@@ -15,7 +15,15 @@ import click
 
 from agentpost.cli import secrets
 from agentpost.cli.app import main
-from agentpost.cli.common import EXIT_FINAL, console, emit, err_console, json_option, table
+from agentpost.cli.common import (
+    EXIT_FINAL,
+    console,
+    emit,
+    err_console,
+    hub_options,
+    json_option,
+    table,
+)
 
 PERMISSION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always")
 
@@ -192,40 +200,14 @@ def _agent_reaches(token_file: Path, roots: list[Path]) -> list[str]:
     type=click.Path(path_type=Path),
     help="The Worker's folder (default: the one `connect` uses for this hub and token).",
 )
-@click.option("--hub", envvar="AGENTPOST_HUB", default="http://127.0.0.1:8470", show_default=True)
-@click.option("--token", envvar=secrets.TOKEN_ENV, default=None, help=secrets.TOKEN_FLAG_HELP)
-@click.option(
-    "--token-file",
-    envvar=secrets.TOKEN_FILE_ENV,
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help=secrets.TOKEN_FILE_HELP,
-)
+@hub_options
 @json_option
-@click.pass_context
-def status(
-    ctx: click.Context,
-    workspace_dir: Path | None,
-    hub: str,
-    token: str | None,
-    token_file: Path | None,
-    as_json: bool,
-) -> None:
+def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: bool) -> None:
     """What the Worker of WORKSPACE_DIR is doing: agent, sessions, cursor, last Turns."""
     from agentpost.connect.status import read_status
     from agentpost.connect.workspace import WorkspaceError
 
     if workspace_dir is None:
-        try:
-            token = secrets.member_token(
-                token,
-                token_file,
-                token_on_argv=secrets.on_argv(ctx, "token"),
-                file_on_argv=secrets.on_argv(ctx, "token_file"),
-            )
-        except secrets.SecretRefused as exc:
-            err_console.print(f"error: {exc.message}")
-            sys.exit(EXIT_FINAL)
         if not token:
             err_console.print("error: --workspace-dir, or the agent's token to find it")
             sys.exit(EXIT_FINAL)
