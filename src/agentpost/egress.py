@@ -92,6 +92,29 @@ class EgressRoots:
         st = os.stat(folder)
         self._never.add((st.st_dev, st.st_ino))
 
+    def _judge_root(self, root_fd: int, shown: str) -> None:
+        """The root and every folder above it: a root inside a private folder (an egress
+        root under the workspace, a repo inside the data home) is private all through."""
+        if not self._never:
+            return
+        self._judge_folder(root_fd, shown)
+        here = os.fstat(root_fd)
+        fd = root_fd
+        try:
+            for _ in range(256):
+                up = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+                if fd != root_fd:
+                    os.close(fd)
+                fd = up
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) == (here.st_dev, here.st_ino):
+                    return  # "/" is its own parent
+                self._judge_folder(fd, shown)
+                here = st
+        finally:
+            if fd != root_fd:
+                os.close(fd)
+
     def _judge_folder(self, dir_fd: int, shown: str) -> None:
         if self._never:
             st = os.fstat(dir_fd)
@@ -142,7 +165,7 @@ class EgressRoots:
                 f"egress root {root} cannot be opened: {exc.strerror}", UNREADABLE
             ) from exc
         try:
-            self._judge_folder(dir_fd, shown)
+            self._judge_root(dir_fd, shown)
             for part in parts[:-1]:
                 next_fd = _step(dir_fd, part, shown)
                 os.close(dir_fd)

@@ -64,7 +64,10 @@ def test_an_error_frame_of_the_wrong_shape_is_an_error_reply_and_the_connection_
     e1 = connected.say("helper", f"@bot {shape}")
     reply = _one_reply(connected, e1["id"])
     assert reply["reply_kind"] == "error"
-    assert "the agent sent a malformed error" in reply["text"]
+    assert "the agent answered the prompt with an error (code -32603)" in reply["text"]
+    assert "the Worker's log has its message" in reply["text"]
+    assert "boom" not in reply["text"]  # the agent's own words stay in the log
+    wait_for(lambda: "the agent sent a malformed error" in w.log())
     # One string error used to end the SDK's receive loop for good: every later Turn
     # failed. Here the same agent process answers the next one.
     e2 = connected.say("alice", "@bot still there")

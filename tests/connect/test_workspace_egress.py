@@ -55,3 +55,35 @@ def test_a_workspace_inside_the_repo_sends_nothing_of_its_own(
     refusals = [x["text"] for x in c.events() if x["text"].startswith("Not sent:")]
     assert len(refusals) == len(targets)
     assert all("the Worker's private folder" in t for t in refusals)
+
+
+def test_an_egress_root_inside_the_workspace_or_over_the_data_home_sends_none_of_them(
+    connected: Connected, tmp_path: Path
+) -> None:
+    """`--egress-root <workspace>/files` is private all through (its folders above are
+    judged too); a root around the data home ($AGENTPOST_HOME: a hub's admin token and
+    database, every Worker's folder) sends nothing from it, and still sends the rest."""
+    c = connected
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    home = repo / "home"
+    (home / "hubdata").mkdir(parents=True)
+    (home / "hubdata" / "admin.token").write_text("not for any room\n")
+    (repo / "public.txt").write_text("fine\n")
+    ws = tmp_path / "ws-bot"
+    (ws / "files").mkdir(parents=True)
+    (ws / "files" / "kept.txt").write_text("shared with the agent elsewhere\n")
+    c.worker(
+        agent_cmd(TRICK),
+        "--collaborator", "carol", "--egress-root", str(ws / "files"),
+        repo=repo, workspace=ws, env={"AGENTPOST_HOME": str(home)},
+    )
+    for target in (ws / "files" / "kept.txt", home / "hubdata" / "admin.token"):
+        e = c.say("carol", f"@bot link {target.as_uri()}")
+        c.wait_reply(e["id"])
+    e = c.say("alice", f"@bot link {(repo / 'public.txt').as_uri()}")
+    c.wait_reply(e["id"])
+    media = [x for x in c.events() if x["type"] == "media" and x["sender"] == "bot"]
+    assert [m["attachments"][0]["name"] for m in media] == ["public.txt"]
+    refusals = [x["text"] for x in c.events() if x["text"].startswith("Not sent:")]
+    assert len(refusals) == 2 and all("private folder" in t for t in refusals)

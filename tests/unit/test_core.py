@@ -94,3 +94,22 @@ def test_an_integral_float_is_taken_where_an_int_is_wanted_and_nowhere_else() ->
             assert exc.code == "invalid_request"
         else:
             raise AssertionError(f"{bad!r} was taken")
+
+
+def test_redact_hides_secrets_and_token_like_strings_and_keeps_ordinary_words() -> None:
+    from agentpost.core.secrets import redact
+
+    hidden = {
+        "Authorization: Basic YWxpY2U6czNjcjN0": "YWxpY2U6",
+        "postgresql://app:Hunter2x@db/x": "Hunter2x",
+        "{'password': 'hunter22', 'api_key': 'abc123xyz'}": "hunter22",
+        "--password hunter22 --token abcdefg1": "abcdefg1",
+        "x-api-key sk-ant-api03-FAKEKEY0123456789012345678901234567": "FAKEKEY",
+        "ANTHROPIC_API_KEY=abc12345": "abc12345",
+        "AGENTPOST_TOKEN ap_" + "x" * 40: "xxxxxxxx",
+        "Bearer abcdefghijkl": "abcdefgh",
+    }
+    for text, secret in hidden.items():
+        assert secret not in redact(text), text
+    for ordinary in ("token limit exceeded", "session 3f2a9c1e started", "at /usr/lib/x.py:3"):
+        assert redact(ordinary) == ordinary

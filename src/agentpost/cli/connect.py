@@ -166,20 +166,38 @@ def connect(
     sys.exit(code)
 
 
-def _default_workspace(hub: str, token: str, timeout: float) -> Path:
-    """The agent member's default Worker folder: the hub says who the token is."""
-    from agentpost.client import HubClient, HubError
-    from agentpost.connect.workspace import default_dir
+def _default_workspace(hub: str, token: str, timeout: float, wait: bool = True) -> Path:
+    """The agent member's default Worker folder: the hub says who the token is. A Worker
+    waits for a hub that does not answer yet (as it would for its inbox); `status` not."""
+    from agentpost.client import HubClient, HubError, HubRefused
+    from agentpost.connect.workspace import WorkspaceError, default_dir
 
+    delay = 0.5
+    told = False
+    while True:
+        try:
+            with HubClient(hub, token, timeout) as c:
+                me = c.me()
+            break
+        except HubRefused as exc:
+            err_console.print(f"error: {exc}")
+            sys.exit(EXIT_FINAL)
+        except HubError as exc:
+            if not wait:
+                err_console.print(
+                    f"error: cannot name the default --workspace-dir: {exc}; pass --workspace-dir"
+                )
+                sys.exit(EXIT_FINAL)
+            if not told:
+                err_console.print(f"waiting for the hub to say who this token is ({exc})")
+                told = True
+            time.sleep(delay)
+            delay = min(delay * 2, 15.0)
     try:
-        with HubClient(hub, token, timeout) as c:
-            me = c.me()
-    except HubError as exc:
-        err_console.print(
-            f"error: cannot name the default --workspace-dir: {exc}; pass --workspace-dir"
-        )
+        return default_dir(hub, str(me["workspace"]["name"]), str(me["member"]["name"]))
+    except (WorkspaceError, OSError) as exc:
+        err_console.print(f"error: {exc}; pass --workspace-dir")
         sys.exit(EXIT_FINAL)
-    return default_dir(hub, str(me["workspace"]["name"]), str(me["member"]["name"]))
 
 
 def _agent_reaches(token_file: Path, roots: list[Path]) -> list[str]:
@@ -211,7 +229,7 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
         if not token:
             err_console.print("error: --workspace-dir, or the agent's token to find it")
             sys.exit(EXIT_FINAL)
-        workspace_dir = _default_workspace(hub, token, 30.0)
+        workspace_dir = _default_workspace(hub, token, 30.0, wait=False)
 
     try:
         data = read_status(workspace_dir)

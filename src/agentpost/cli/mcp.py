@@ -55,6 +55,7 @@ def mcp_cmd(
 ) -> None:
     """Serve MCP tools on stdin/stdout as the member whose token is in AGENTPOST_TOKEN."""
     from agentpost.client import AsyncHubClient
+    from agentpost.connect.workspace import data_home
     from agentpost.egress import EgressRoots
     from agentpost.mcp.server import serve_stdio
     from agentpost.mcp.tools import Toolbox
@@ -67,7 +68,7 @@ def mcp_cmd(
 
         click.echo(f"agentpost mcp: {exc.message}", err=True)
         sys.exit(EXIT_FINAL)
-    toolbox = Toolbox(AsyncHubClient(hub, token or ""), EgressRoots(roots, max_file_bytes))
+    toolbox = Toolbox(AsyncHubClient(hub, token or ""), EgressRoots(roots, max_file_bytes, never=[data_home()]))
     try:
         asyncio.run(serve_stdio(toolbox))
     except KeyboardInterrupt:

@@ -37,7 +37,16 @@ log = logging.getLogger("agentpost.connect.acp")
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 STDERR_TAIL_BYTES = 8192
 READ_CHUNK = 1024 * 1024
-HIDDEN_ENV = ("AGENTPOST_TOKEN", "AGENTPOST_TOKEN_FILE", "AGENTPOST_ADMIN_TOKEN")
+# The hub's credentials never reach the agent (docs/connect.md "What the agent can reach").
+HIDDEN_ENV = (
+    "AGENTPOST_TOKEN",
+    "AGENTPOST_TOKEN_FILE",
+    "AGENTPOST_ADMIN_TOKEN",
+    "AGENTPOST_DB",
+    "AGENTPOST_DB_PASSWORD_FILE",
+    "PGPASSWORD",
+    "PGPASSFILE",
+)
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
@@ -166,12 +175,13 @@ class _Transport:
                     if answer is None:
                         self.bad_lines += 1
                         log.warning("agent sent a frame that is neither a request nor an "
-                                    "answer; skipped: %r", line[:200])
+                                    "answer; skipped: %r", redact(line.decode("utf-8", "replace"))[:200])
                         continue
                     return answer
                 return message
             self.bad_lines += 1
-            log.warning("agent printed a line that is no JSON-RPC frame: %r", line[:200])
+            shown = redact(line[:400].decode("utf-8", "replace"))[:200]
+            log.warning("agent printed a line that is no JSON-RPC frame: %r", shown)
 
     async def _read_line(self) -> bytes | None:
         chunks: list[bytes] = []
@@ -282,7 +292,10 @@ class AgentConnection:
     def stderr_tail(self) -> str:
         """The last ~8 KB the agent wrote on stderr, with secrets and anything token-like
         redacted: for the Worker's log and `connect status`, never for a room."""
-        return redact(b"".join(self._stderr_tail).decode("utf-8", "replace"))
+        text = b"".join(self._stderr_tail).decode("utf-8", "replace")
+        if self.stderr_bytes > self._stderr_size and "\n" in text:
+            text = text.split("\n", 1)[1]  # the first line was cut: part of a secret, maybe
+        return redact(text)
 
     async def start(self, client_meta: dict[str, Any], timeout: float = 30.0) -> None:
         """Spawn the agent and initialize; `AgentFailed` if it cannot be started."""
@@ -331,7 +344,8 @@ class AgentConnection:
             )
         except (ConnectionError, OSError, TimeoutError, Exception) as exc:
             await self.close()
-            raise AgentFailed(self._why(f"initialize failed: {exc!r}")) from exc
+            log.error("initialize failed: %s", redact(repr(exc))[:500])
+            raise AgentFailed(self._why(f"initialize failed ({type(exc).__name__})")) from exc
         caps_meta = resp.agent_capabilities.field_meta if resp.agent_capabilities else None
         self.agent_meta = dict(caps_meta or {})
 
@@ -350,7 +364,8 @@ class AgentConnection:
         try:
             resp = await self._conn.new_session(cwd=str(self.cwd), mcp_servers=[], **meta)
         except RequestError as exc:
-            raise AgentFailed(self._why(f"session/new failed: {exc!r}")) from exc
+            log.error("session/new failed: %s", redact(repr(exc))[:500])
+            raise AgentFailed(self._why(f"session/new failed ({type(exc).__name__})")) from exc
         except Exception as exc:  # a broken connection or an answer the SDK cannot validate
             self._cut(f"session/new failed and the agent is restarted ({_brief(exc)})")
             raise AgentFailed(self._why("")) from exc
@@ -372,7 +387,12 @@ class AgentConnection:
         try:
             resp = await self._conn.prompt(session_id=session_id, prompt=blocks)
         except RequestError as exc:
-            raise RequestFailed(f"the agent answered the prompt with an error: {exc}") from exc
+            # The agent's words stay in the log (redacted): an upstream API error quotes keys.
+            log.error("the agent answered the prompt with an error: %s", redact(str(exc))[:500])
+            raise RequestFailed(
+                f"the agent answered the prompt with an error (code {exc.code}); "
+                "the Worker's log has its message"
+            ) from exc
         except (ConnectionError, OSError) as exc:
             ended = self._transport is not None and self._transport.eof
             if self.alive() and not ended:  # it lives on, but its connection cannot be read

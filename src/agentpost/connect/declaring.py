@@ -1,6 +1,6 @@
 """Declaring `_ag2/deliver` (docs/deliver.md "Declaring", "Ledger"): the worker id under the
 never-re-mint rule, and whether delivery is enabled — the hub's capabilities probe, the
-ledger, the egress roots apart from `<workspace>/export/` — with the one reason it is not.
+ledger, a hub that keeps keys 24 h — with the one reason it is not.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from agentpost.connect.workspace import LEDGER, Workspace, WorkspaceError
 log = logging.getLogger("agentpost.connect.worker")
 
 # Said when delivery is enabled: what the Worker checked (the log line at start, and status).
-ENABLED_BECAUSE = "the hub's keys echo, the ledger is locked, the egress roots are apart"
+ENABLED_BECAUSE = (
+    "the hub's keys echo and live 24 h, the ledger is locked, the workspace is never egress"
+)
 
 
 @dataclass

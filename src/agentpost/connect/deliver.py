@@ -209,11 +209,15 @@ class Deliveries:
             # owner's binding), or from no named session, it is `rejected`.
             issued = self.binding_of(session) if session is not None else None
             if issued != binding:
-                why = (
-                    "the request names no sessionId"
-                    if session is None
-                    else "the binding was not issued in this session"
-                )
+                if session is None:
+                    why = "the request names no sessionId"
+                elif issued is None:  # an agent restart ends its sessions (nothing was sent)
+                    why = (
+                        "the session is not live (the agent restarted?); deliver from the "
+                        "session of its next Turn"
+                    )
+                else:
+                    why = "the binding was not issued in this session"
                 return final(REJECTED, {"binding": binding, "why": why}, expires)
         if b is None or b.revoked or b.expires_at < now:  # rule 3
             why = "unknown" if b is None else ("revoked" if b.revoked else "expired")

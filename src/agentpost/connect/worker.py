@@ -32,7 +32,7 @@ from agentpost.connect.ledger import Ledger, LedgerUnavailable
 from agentpost.connect.permissions import PermissionPolicy
 from agentpost.connect.runner import TurnRunner, TurnSettings
 from agentpost.connect.sessions import Admission, SessionKey
-from agentpost.connect.workspace import AGENT_GROUP, LEDGER, Workspace
+from agentpost.connect.workspace import AGENT_GROUP, LEDGER, Workspace, data_home
 
 __all__ = ["CRASH_ENV", "Worker", "WorkerConfig", "crash_point", "run_worker"]
 
@@ -150,8 +150,11 @@ class Worker:
         max_upload = int(caps.get("max_upload_bytes", 25 * 1024 * 1024))
         # The workspace (attachments of every room, the ledger, bindings' export folders)
         # is never Turn egress, wherever it sits: judged on descriptors (docs/connect.md).
+        # So is the data home (a hub's database and admin token, every Worker's folder).
         self.egress = EgressRoots(
-            [self.config.repo, *self.config.egress_roots], max_upload, never=[self.workspace.root]
+            [self.config.repo, *self.config.egress_roots],
+            max_upload,
+            never=[self.workspace.root, data_home()],
         )
         self.admission = Admission(
             self.me,

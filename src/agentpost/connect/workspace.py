@@ -27,15 +27,37 @@ _ID = re.compile(r"^[0-9a-f]{32}$")
 _EVENT_ID = re.compile(r"^ev_[0-9A-Za-z]{1,64}$")
 
 
+def data_home() -> Path:
+    """`$AGENTPOST_HOME`, else ~/.local/share/agentpost: the hub's default data dir and the
+    parent of every Worker's default folder; never Turn egress."""
+    home = os.environ.get("AGENTPOST_HOME")
+    return Path(home) if home else Path.home() / ".local" / "share" / "agentpost"
+
+
+_SAFE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
 def default_dir(hub_url: str, workspace: str, member: str) -> Path:
     """The Worker's folder when `--workspace-dir` is not given: one per hub and agent member
-    under the data home (`$AGENTPOST_HOME`, else ~/.local/share/agentpost), outside any
-    repo an agent works in (docs/connect.md)."""
-    home = os.environ.get("AGENTPOST_HOME")
-    base = Path(home) if home else Path.home() / ".local" / "share" / "agentpost"
+    under the data home, outside any repo an agent works in (docs/connect.md). The hub is
+    named by its normalized origin and path (`localhost` and `127.0.0.1` are two names, as
+    the URL says); the names come from the hub and are checked before they name a folder.
+    The folders are made 0700."""
+    if not (_SAFE_NAME.match(workspace) and _SAFE_NAME.match(member)):
+        raise WorkspaceError(f"the hub named {workspace!r}/{member!r}: not folder names")
     where = urlsplit(hub_url)
-    hub = re.sub(r"[^A-Za-z0-9.-]", "_", f"{where.hostname or 'hub'}_{where.port or ''}")
-    return base / "workers" / hub / workspace / member
+    scheme = where.scheme.lower()
+    try:
+        port = where.port or (443 if scheme == "https" else 80)
+    except ValueError as exc:
+        raise WorkspaceError(f"{hub_url!r} has no usable port") from exc
+    host = (where.hostname or "hub").lower()
+    path = where.path.strip("/")
+    label = re.sub(r"[^A-Za-z0-9.-]", "_", f"{host}_{port}" + (f"_{path}" if path else ""))
+    folder = data_home() / "workers" / label[:120] / workspace / member
+    for step in (data_home(), data_home() / "workers", folder.parent.parent, folder.parent):
+        step.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
 
 
 class WorkspaceError(Exception):

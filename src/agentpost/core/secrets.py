@@ -21,13 +21,15 @@ PATTERNS: dict[str, re.Pattern[str]] = {
 # key/token/secret/password name, a bearer header, a long run of key-like characters.
 _TOKEN_LIKE = (
     re.compile(r"\bap_[A-Za-z0-9_-]{20,}"),
-    re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"(?i)\b(bearer|basic|digest)\s+[A-Za-z0-9._~+/=-]{6,}"),
     re.compile(
-        r"(?i)\b([a-z0-9_-]*(?:api[_-]?key|token|secret|passw(?:or)?d)[a-z0-9_-]*)"
-        r"(\"?\s*[:=]\s*\"?)[^\s\"',;]{4,}"
+        r"(?i)\b([a-z0-9_-]*(?:api[_-]?key|token|secret|passw(?:or)?d|cookie)[a-z0-9_-]*)"
+        r"(['\"]?\s*[:=]\s*['\"]?|\s+(?=\S*\d))[^\s\"',;}]{4,}"
     ),
     re.compile(r"[A-Za-z0-9_+/=-]{32,}"),
 )
+# A password in a URL (`scheme://user:password@host`).
+_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^@\s/]+@")
 REDACTED = "[redacted]"
 
 
@@ -40,6 +42,7 @@ def redact(text: str) -> str:
     """`text` with every well-known secret and token-like string replaced by `[redacted]`."""
     for pattern in PATTERNS.values():
         text = pattern.sub(REDACTED, text)
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
     text = _TOKEN_LIKE[0].sub(REDACTED, text)
     text = _TOKEN_LIKE[1].sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     text = _TOKEN_LIKE[2].sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
