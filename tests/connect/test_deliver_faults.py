@@ -737,8 +737,8 @@ def test_connect_status_shows_the_worker_bindings_and_deliveries_in_progress_and
     top = s[""]
     assert f"worker {f.worker_id}  running: True" in top
     assert (
-        "delivery (_ag2/deliver): enabled (the hub's keys echo, the ledger is locked,"
-        " the workspace is never egress)" in top
+        "delivery (_ag2/deliver): enabled (the hub's keys echo and live 24 h, the ledger is"
+        " locked, the workspace is never egress)" in top
     ), top
     outcomes = [line for line in top if line.startswith("deliveries by outcome: ")]
     counts = dict(kv.split("=") for kv in outcomes[0].split(": ", 1)[1].split())
