@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
 from pathlib import Path
 
@@ -53,11 +52,7 @@ def migrate_cmd(
     from agentpost.store.open import describe, open_engine, schema_version
 
     try:
-        url = secrets.db_url(
-            db_url or os.environ.get("AGENTPOST_DB"),
-            secrets.on_argv(click.get_current_context(), "db_url") and db_url is not None,
-            db_password_file,
-        )
+        url = secrets.db_url(db_url, db_password_file)
     except secrets.SecretRefused as exc:
         fail(as_json, exc.code, exc.message, False, EXIT_FINAL)
     data = data_dir or default_data_dir()

@@ -108,12 +108,13 @@ def password_in_url(url: str) -> bool:
     return bool(parts.password) or any(k == "password" for k, _ in parse_qsl(parts.query))
 
 
-def db_url(
-    url: str | None, url_on_argv: bool, password_file: Path | None
-) -> str | None:
-    """The database URL a hub command opens. A password may come from `password_file`
+def db_url(flag: str | None, password_file: Path | None) -> str | None:
+    """The database URL a hub command opens: `--db` (the `db_url` parameter of the running
+    click command), else env AGENTPOST_DB. A password may come from `password_file`
     (`--db-password-file`, env AGENTPOST_DB_PASSWORD_FILE), from libpq's own PGPASSWORD or
     ~/.pgpass, or from env AGENTPOST_DB; one on the command line warns (docs/deploy.md)."""
+    url = flag or os.environ.get("AGENTPOST_DB")
+    url_on_argv = flag is not None and on_argv(click.get_current_context(), "db_url")
     if url is not None and url_on_argv and password_in_url(url):
         warn_on_argv("a password in --db", "env AGENTPOST_DB or --db-password-file FILE")
     if password_file is None:

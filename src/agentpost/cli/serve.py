@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -74,11 +73,7 @@ def serve(
     from agentpost.hub.serve import serve as run
 
     try:
-        url = secrets.db_url(
-            db_url or os.environ.get("AGENTPOST_DB"),
-            secrets.on_argv(click.get_current_context(), "db_url") and db_url is not None,
-            db_password_file,
-        )
+        url = secrets.db_url(db_url, db_password_file)
     except secrets.SecretRefused as exc:
         from agentpost.cli.common import EXIT_FINAL
 
