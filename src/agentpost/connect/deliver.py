@@ -29,6 +29,7 @@ from agentpost.client import AsyncHubClient, HubError, HubRefused, HubUnavailabl
 from agentpost.connect import keys
 from agentpost.connect.crash import crash_point
 from agentpost.connect.egress import EgressRefused, EgressRoots
+from agentpost.connect.lease import LEASE_LOST
 from agentpost.connect.ledger import Entry, Ledger, LedgerUnavailable
 
 log = logging.getLogger("agentpost.connect.deliver")
@@ -280,7 +281,7 @@ class Deliveries:
             except EgressRefused as exc:
                 return await self._final(e, REJECTED, {"part": index, "why": str(exc)}, expires)
             except HubRefused as exc:
-                if exc.code == "lease_lost":  # another Worker took this agent over (§6)
+                if exc.code == LEASE_LOST:  # another Worker took this agent over (§6)
                     return retry(f"this Worker lost the agent's lease (part {index})", expires)
                 reason = CONFLICT if exc.code == "idempotency_conflict" else REJECTED
                 if exc.status == 409 and exc.body.get("state") == "unknown":

@@ -27,7 +27,7 @@ from agentpost.connect.agent import AgentSupervisor
 from agentpost.connect.crash import CRASH_ENV, crash_point
 from agentpost.connect.deliver import BadRequest, Deliveries
 from agentpost.connect.egress import EgressRoots
-from agentpost.connect.lease import NoLeases, WorkerLease
+from agentpost.connect.lease import LEASE_LOST, NoLeases, WorkerLease
 from agentpost.connect.ledger import Ledger, LedgerUnavailable
 from agentpost.connect.permissions import PermissionPolicy
 from agentpost.connect.runner import TurnRunner, TurnSettings
@@ -252,7 +252,7 @@ class Worker:
 
     def _refused(self, exc: HubRefused) -> None:
         """An ack refused as `lease_lost`: stop at once, not at the next renewal."""
-        if exc.code == "lease_lost" and self.lease is not None:
+        if exc.code == LEASE_LOST and self.lease is not None:
             self.lease.lost(exc.message, exc.body.get("holder"))
             self._lease_gone.set()
 

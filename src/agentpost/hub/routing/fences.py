@@ -60,10 +60,12 @@ def depth_of(ev: Event | None) -> int:
 
 def fence_depth(tx: Tx, room: Room, sender: Member, msg: Message, decision: Decision) -> Decision:
     """Stamp the depth; past the room's limit, withhold what the agent's mentions woke."""
-    parent = _event(tx, room, msg.in_reply_to)
     delegating = bool(decision.marks.get("delegated_to"))
+    if not (decision.targets or delegating):
+        return decision  # wakes no one: no depth to carry, no event to read
+    parent = _event(tx, room, msg.in_reply_to)
     depth = depth_of(parent) + (1 if delegating else 0)
-    if depth == 0 or not (decision.targets or delegating):
+    if depth == 0:
         return decision
     decision.marks[DEPTH] = depth
     if not delegating or depth <= room.max_delegation_depth:
