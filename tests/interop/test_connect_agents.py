@@ -1,0 +1,129 @@
+"""Claude Code, Codex and Gemini CLI through `agentpost connect`, each the real package from
+npm (tests/interop/node) talking to a fake of its vendor's model API that the test scripts
+(scripts.py): one reply per wake-up, permissions by kind both ways, an attachment read under
+the default policy, `/stop`, and kill -9 of the Worker."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agentrun import Room, agent_env
+from fakes.anthropic import FakeAnthropic
+from fakes.base import FakeServer
+from fakes.gemini import FakeGemini
+from fakes.openai import FakeOpenAI
+from hubproc import poll
+from scripts import delay_for, script_for
+
+FAKES = {"claude": FakeAnthropic, "codex": FakeOpenAI, "gemini": FakeGemini}
+COMMANDS = {"claude": "claude-agent-acp", "codex": "codex-acp", "gemini": "gemini --acp"}
+
+
+@dataclass
+class Agent:
+    vendor: str
+    model: FakeServer
+    env: dict[str, str]
+    command: str
+
+    def tool_outputs(self) -> list[str]:
+        """Every tool result the agent sent back to its model, in order."""
+        from fakes import anthropic, gemini, openai
+
+        convert = {"claude": anthropic.conversation, "codex": openai.conversation,
+                   "gemini": gemini.conversation}[self.vendor]
+        out: list[str] = []
+        for rec in self.model.conversations():
+            if isinstance(rec.body, dict):
+                out += convert(rec.body).tool_results
+        return out
+
+
+@pytest.fixture(params=["claude", "codex", "gemini"])
+def agent(request: pytest.FixtureRequest, room: Room, agents_bin: Path) -> Iterator[Agent]:
+    vendor = request.param
+    fake = FAKES[vendor](script_for(vendor), delay_for).start()
+    env = agent_env(vendor, fake.url, room.tmp / "home", agents_bin)
+    yield Agent(vendor, fake, env, COMMANDS[vendor])
+    fake.stop()
+
+
+def test_each_wake_up_gets_one_reply(room: Room, agent: Agent) -> None:
+    room.worker(agent.command, agent.env)
+    first = room.say("alice", "@bot fake:say first answer")
+    second = room.say("alice", "@bot fake:say second answer")
+    assert room.wait_reply(first["id"])["text"] == "first answer"
+    assert room.wait_reply(second["id"])["text"] == "second answer"
+    third = room.say("alice", "@bot fake:say third answer")
+    room.wait_reply(third["id"])
+    # The third reply came after the first two were acknowledged: still one each.
+    for ev in (first, second, third):
+        assert len(room.replies_to(ev["id"])) == 1
+
+
+def test_a_permission_is_refused_by_default(room: Room, agent: Agent) -> None:
+    room.worker(agent.command, agent.env)
+    ev = room.say("alice", "@bot fake:run printf 'refused-marker-%d' 42")
+    reply = room.wait_reply(ev["id"])
+    assert "refused-marker-42" not in reply["text"]
+    assert not any("refused-marker-42" in out for out in agent.tool_outputs())
+    assert "permission" in reply["text"].lower(), reply["text"]
+
+
+def test_a_permission_is_allowed_by_kind(room: Room, agent: Agent) -> None:
+    room.worker(agent.command, agent.env, "--allow-permission", "allow_once")
+    ev = room.say("alice", "@bot fake:run printf 'allowed-marker-%d' 42")
+    reply = room.wait_reply(ev["id"])
+    assert "allowed-marker-42" in reply["text"], reply["text"]
+    assert reply["text"].startswith("Let me do that.")
+
+
+def test_an_attachment_is_read_under_the_default_policy(room: Room, agent: Agent) -> None:
+    room.worker(agent.command, agent.env)
+    ev = room.upload("alice", "brief.txt", b"the brief says: ship on friday\n",
+                     "@bot fake:read-attachment")
+    reply = room.wait_reply(ev["id"])
+    assert "ship on friday" in reply["text"], reply["text"]
+
+
+def test_stop_cancels_a_running_turn(room: Room, agent: Agent) -> None:
+    w = room.worker(agent.command, agent.env)
+    ev = room.say("alice", "@bot fake:slow 60")
+    poll(lambda: "Turn for" in w.log() or len(agent.model.conversations()) > 0, timeout=60)
+    poll(lambda: any("fake:slow" in str(r.body) for r in agent.model.conversations()), timeout=60)
+    room.say("alice", "/stop")
+    reply = room.wait_reply(ev["id"], timeout=60)
+    assert "slow answer" not in reply["text"]
+    assert "cancel" in reply["text"].lower(), reply["text"]
+
+
+def test_kill_9_of_the_worker_ends_the_agent_and_the_restart_answers_once(
+    room: Room, agent: Agent
+) -> None:
+    w = room.worker(agent.command, agent.env)
+    ev = room.say("alice", "@bot fake:slow 4")
+    poll(lambda: any("fake:slow" in str(r.body) for r in agent.model.conversations()), timeout=60)
+    group = int(re.findall(r"agent started: pid (\d+)", w.log())[-1])
+    w.kill()
+
+    def group_gone() -> bool:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    poll(group_gone, timeout=20)
+    assert room.replies_to(ev["id"]) == []
+    w.start()
+    reply = room.wait_reply(ev["id"])
+    assert reply["text"] == "fake-model: slow answer"
+    later = room.say("alice", "@bot fake:say after the restart")
+    room.wait_reply(later["id"])
+    assert len(room.replies_to(ev["id"])) == 1
