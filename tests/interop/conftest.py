@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from agentrun import Room, node_bin
 from fakes.anthropic import FakeAnthropic
 from fakes.base import FakeServer
-from hubproc import HubProcess, fresh_workspace, make_setup
 from scripts import delay_for, script_for
+
+from hubproc import HubProcess, fresh_workspace, make_setup
 
 
 @pytest.fixture(scope="session")

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 import re
-from urllib.parse import unquote
 from collections.abc import Callable
+from urllib.parse import unquote
 
 from fakes.base import Conversation, Step, Text, ToolCall
 
@@ -109,7 +109,7 @@ def script_for(vendor: str) -> Callable[[Conversation], Step]:
                         raise
                     return [ToolCall(SEARCH, {"query": f"select:{deferred(conv, name)}",
                                               "max_results": 5})]
-            answered = [r for n, r in zip(conv.called, conv.tool_results)
+            answered = [r for n, r in zip(conv.called, conv.tool_results, strict=False)
                         if n not in (SEARCH, "tool_search")]
             return [Text("fake-model: results: " + " || ".join(answered))]
         if conv.tool_results:

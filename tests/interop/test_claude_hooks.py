@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from agentrun import Room
 from fakes.anthropic import FakeAnthropic
 from fakes.base import FakeServer
-from hubproc import poll
 from mcpclients import McpClient, configure
 from scripts import delay_for, script_for
+
+from hubproc import poll
 
 BLOCK = "new wake-up"
 

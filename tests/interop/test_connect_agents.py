@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from agentrun import Room, agent_env
 from fakes.anthropic import FakeAnthropic
 from fakes.base import FakeServer
 from fakes.gemini import FakeGemini
 from fakes.openai import FakeOpenAI
-from hubproc import poll
 from scripts import delay_for, script_for
+
+from hubproc import poll
 
 FAKES = {"claude": FakeAnthropic, "codex": FakeOpenAI, "gemini": FakeGemini}
 COMMANDS = {"claude": "claude-agent-acp", "codex": "codex-acp", "gemini": "gemini --acp"}

@@ -9,10 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from agentrun import Room
 from fakes.anthropic import FakeAnthropic
-from fakes.base import FakeServer
 from fakes.gemini import FakeGemini
 from fakes.openai import FakeOpenAI
 from mcpclients import McpClient, configure
