@@ -25,7 +25,7 @@ def node_bin() -> Path:
     """`tests/interop/node/node_modules/.bin` (`npm ci --prefix tests/interop/node`), or a
     skip — a failure under `AGENTPOST_REQUIRE_INTEROP=1` (CI)."""
     where = Path(os.environ.get("AGENTPOST_INTEROP_NODE_BIN") or NODE_DIR / "node_modules" / ".bin")
-    missing = [n for n in ("claude", "claude-agent-acp", "codex", "codex-acp", "gemini")
+    missing = [n for n in ("claude", "claude-agent-acp", "codex", "codex-acp", "gemini", "mcp-inspector")
                if not (where / n).exists()]
     if shutil.which("node") is None or missing:
         why = f"the interop agents are not installed ({where}: missing {missing}); run npm ci --prefix {NODE_DIR}"
