@@ -256,6 +256,11 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
             f"agent alive: {agent.get('alive')}  pid {agent.get('pid')}  "
             f"restarts {agent.get('restarts')}  last failure: {agent.get('last_failure') or '-'}"
         )
+        failed = agent.get("last_session_error") or {}
+        if failed:  # session/new refused: the agent runs, but that Session has no Turns
+            at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(failed.get("at", 0)))
+            said = f": {failed['message']}" if failed.get("message") else ""
+            plain(f"last session error ({failed.get('session')}, {at}): {failed.get('error')}{said}")
         lease = data.get("lease") or {}
         if lease:
             other = lease.get("holder") or {}

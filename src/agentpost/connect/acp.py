@@ -61,6 +61,30 @@ class AgentBroken(AgentFailed):
     connection): it is cut off and restarted (docs/connect.md "When the agent fails")."""
 
 
+class SessionFailed(AgentFailed):
+    """`session/new` failed: the agent answered it with an error (`code` set), or with what
+    cannot be read. `str()` is the Worker's words and the code (it can reach a room);
+    `agent_message` is the agent's own, redacted, for the Worker's log only."""
+
+    def __init__(self, reason: str, code: int | None = None, agent_message: str = "") -> None:
+        super().__init__(reason)
+        self.code = code
+        self.agent_message = agent_message
+
+
+# JSON-RPC and ACP error codes by their spec names: a name is the protocol's, never the
+# agent's words, so it may be said in a room.
+ERROR_NAMES = {
+    -32700: "parse_error",
+    -32600: "invalid_request",
+    -32601: "method_not_found",
+    -32602: "invalid_params",
+    -32603: "internal_error",
+    -32000: "auth_required",
+    -32002: "resource_not_found",
+}
+
+
 class MethodNotFound(Exception):
     """Raised by an extension handler for a method it does not know (→ -32601)."""
 
@@ -364,11 +388,15 @@ class AgentConnection:
         try:
             resp = await self._conn.new_session(cwd=str(self.cwd), mcp_servers=[], **meta)
         except RequestError as exc:
-            log.error("session/new failed: %s", redact(repr(exc))[:500])
-            raise AgentFailed(self._why(f"session/new failed ({type(exc).__name__})")) from exc
+            named = ERROR_NAMES.get(exc.code, "")
+            raise SessionFailed(
+                f"the agent refused to open a session: {exc.code}{' ' + named if named else ''}",
+                exc.code,
+                redact(str(exc)).splitlines()[0][:300] if str(exc).strip() else "",
+            ) from exc
         except Exception as exc:  # a broken connection or an answer the SDK cannot validate
             self._cut(f"session/new failed and the agent is restarted ({_brief(exc)})")
-            raise AgentFailed(self._why("")) from exc
+            raise SessionFailed("the agent could not open a session: " + self._why("")) from exc
         return str(resp.session_id)
 
     async def prompt(self, session_id: str, text: str, links: list[PromptLink]) -> PromptEnd:

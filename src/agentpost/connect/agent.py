@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from agentpost.connect import keeper
-from agentpost.connect.acp import AgentConnection, AgentFailed, MethodNotFound, Update
+from agentpost.connect.acp import (
+    AgentConnection,
+    AgentFailed,
+    MethodNotFound,
+    SessionFailed,
+    Update,
+)
 from agentpost.connect.permissions import PermissionPolicy
 from agentpost.connect.sessions import SessionKey
 from agentpost.connect.workspace import write_atomic
@@ -229,6 +235,7 @@ class AgentSupervisor:
         self.restarts = 0
         self.last_failure = ""
         self.last_exit: int | None = None
+        self.last_session_error: dict[str, Any] | None = None  # for `connect status`
         self.sessions: dict[SessionKey, str] = {}
         # ACP session id → the binding issued in it (§6: usable only from there); kept for
         # the agent process's life, cleared with its sessions at a restart.
@@ -339,7 +346,21 @@ class AgentSupervisor:
             found = self.sessions.get(key)
             if found is not None and conn is self.conn:
                 return found
-            session_id = await conn.new_session(meta)
+            try:
+                session_id = await conn.new_session(meta)
+            except SessionFailed as exc:
+                # Said at once in the Worker's log, with the agent's message (redacted); the
+                # room gets the Worker's words and the code (docs/connect.md).
+                said = f": {exc.agent_message}" if exc.agent_message else ""
+                log.error("%s (for %s)%s", exc, key.label(), said)
+                self.last_session_error = {
+                    "at": time.time(),
+                    "session": key.label(),
+                    "error": str(exc),
+                    "code": exc.code,
+                    "message": exc.agent_message,
+                }
+                raise
             self.sessions[key] = session_id
             delivery = meta.get("ag2/delivery")
             if isinstance(delivery, dict) and isinstance(delivery.get("binding"), str):

@@ -18,7 +18,13 @@ from typing import Any
 
 from agentpost.client import AsyncHubClient, Event, HubError, HubRefused, InboxItem
 from agentpost.connect import keys, replies, turns
-from agentpost.connect.acp import AgentBroken, AgentFailed, PromptLink, RequestFailed
+from agentpost.connect.acp import (
+    AgentBroken,
+    AgentFailed,
+    PromptLink,
+    RequestFailed,
+    SessionFailed,
+)
 from agentpost.connect.agent import AgentSupervisor
 from agentpost.connect.crash import crash_point, fail_point
 from agentpost.connect.egress import EgressRoots
@@ -237,6 +243,8 @@ class TurnRunner:
             conn = await self.agent.wait_ready(self.settings.agent_start_wait)
             meta = self.session_meta(running.key)
             session_id = await self.agent.session_for(conn, running.key, meta)
+        except SessionFailed as exc:  # the agent runs, but would not open this Session
+            return turns.failed(turns.SESSION_FAILED, str(exc), None)
         except AgentFailed as exc:
             return turns.failed(turns.AGENT_UNAVAILABLE, str(exc), None)
         running.session_id = session_id

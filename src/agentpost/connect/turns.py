@@ -22,6 +22,7 @@ AGENT_CRASH = "agent_crash"
 AGENT_BROKEN = "agent_broken"
 TIMEOUT = "timeout"
 AGENT_UNAVAILABLE = "agent_unavailable"
+SESSION_FAILED = "session_failed"  # the agent runs but did not open the Turn's session
 
 INTERRUPTED = "interrupted"
 EXPIRED = "expired"
@@ -44,6 +45,7 @@ _KIND_OF = {
     AGENT_BROKEN: ERROR,
     TIMEOUT: ERROR,
     AGENT_UNAVAILABLE: ERROR,
+    SESSION_FAILED: ERROR,
     INTERRUPTED: ERROR,
     EXPIRED: ERROR,
     WORKER_ERROR: ERROR,
@@ -136,6 +138,9 @@ def reply_text(result: TurnResult, agent: str) -> str:
         return (said + "\n\n" if said else "") + f"(@{agent}'s Turn was cancelled)"
     if result.outcome == REFUSAL:
         return said or f"(@{agent} refused this request)"
+    if result.outcome == SESSION_FAILED:  # the agent runs: not "could not be started"
+        why = result.detail or "the agent could not open a session"
+        return f"(@{agent}: {why}; this Turn was not run, and the Worker's log says more)"
     reason = {
         AGENT_CRASH: "the agent process stopped mid-Turn; this Turn was lost",
         AGENT_BROKEN: "the agent sent what cannot be read; it is restarted and this Turn "

@@ -18,6 +18,8 @@ failure tests. Start flag: `--crash-at-start`. The first word of the prompt text
   rawext     send `_x/unknown` with no params and `_ag2/deliver` with params a list, as raw
              frames; reply the two error codes
 Every prompt first writes `$TRICK_MARKER_DIR/prompt-<n>` when that variable is set.
+While the file `$TRICK_REFUSE_SESSIONS` exists, session/new is answered with ACP's
+auth_required error (-32000), its message quoting a fake API key.
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ class TrickAgent:
         return InitializeResponse(protocol_version=PROTOCOL_VERSION, agent_capabilities=caps)
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        refuse = os.environ.get("TRICK_REFUSE_SESSIONS")
+        if refuse and os.path.exists(refuse):
+            raise RequestError(-32000, "Authentication required (key sk-ant-" + "FAKE" * 10 + ")")
         session_id = uuid.uuid4().hex
         if isinstance(kwargs.get("ag2/delivery"), dict):
             self.delivery[session_id] = kwargs["ag2/delivery"]
