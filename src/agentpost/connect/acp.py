@@ -96,7 +96,8 @@ class InvalidParams(Exception):
 @dataclass(frozen=True)
 class Update:
     """One `session/update` of a session, as the Worker needs it: `kind` is `text` (agent
-    message text), `link` (an agent message `resource_link`) or `other`."""
+    message text), `link` (an agent message `resource_link`) or `other`; `update` is ACP's
+    `sessionUpdate` (`agent_message_chunk`, `tool_call`, …)."""
 
     session_id: str
     kind: str
@@ -104,6 +105,7 @@ class Update:
     uri: str = ""
     name: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    update: str = ""
 
 
 @dataclass(frozen=True)
@@ -600,15 +602,19 @@ def _update_of(params: dict[str, Any]) -> Update | None:
     if not isinstance(session_id, str) or not isinstance(update, dict):
         return None
     meta = update.get("_meta") if isinstance(update.get("_meta"), dict) else {}
-    if update.get("sessionUpdate") != "agent_message_chunk":
-        return Update(session_id, "other", meta=meta or {})
+    kind = update.get("sessionUpdate")
+    kind = kind if isinstance(kind, str) else ""
+    if kind != "agent_message_chunk":
+        return Update(session_id, "other", meta=meta or {}, update=kind)
     content = update.get("content")
     if not isinstance(content, dict):
-        return Update(session_id, "other", meta=meta or {})
+        return Update(session_id, "other", meta=meta or {}, update=kind)
     if content.get("type") == "text" and isinstance(content.get("text"), str):
-        return Update(session_id, "text", text=content["text"], meta=meta or {})
+        return Update(session_id, "text", text=content["text"], meta=meta or {}, update=kind)
     if content.get("type") == "resource_link" and isinstance(content.get("uri"), str):
         name = content.get("name")
         shown = name if isinstance(name, str) else ""
-        return Update(session_id, "link", uri=content["uri"], name=shown, meta=meta or {})
-    return Update(session_id, "other", meta=meta or {})
+        return Update(
+            session_id, "link", uri=content["uri"], name=shown, meta=meta or {}, update=kind
+        )
+    return Update(session_id, "other", meta=meta or {}, update=kind)

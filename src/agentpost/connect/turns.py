@@ -34,6 +34,18 @@ RESULT = "result"
 MAX_REPLY_CHARS = 60000
 MAX_LINKS = 64
 REPLY_KIND_META = "ag2/reply_kind"
+# Updates that say something about the session, not that the agent did something between
+# two runs of its text: they may come at any time, mid-sentence too, and never split it.
+_NOT_A_BREAK = frozenset(
+    {
+        "available_commands_update",
+        "current_mode_update",
+        "config_option_update",
+        "session_info_update",
+        "usage_update",
+    }
+)
+PARAGRAPH = "\n\n"
 
 _KIND_OF = {
     END_TURN: RESULT,
@@ -63,16 +75,26 @@ class TurnCollector:
     kept: int = 0  # characters of text kept (at most MAX_REPLY_CHARS)
     total: int = 0  # characters the agent sent
     dropped_links: int = 0
+    # The agent did something else (a tool call, a thought) since its last text: the next
+    # text starts a new run, set off by a paragraph break (chunks of one run are tokens).
+    broken: bool = False
 
     def add(self, update: Update) -> None:
         if update.kind == "text":
+            text = update.text
+            if self.broken and self.text and text:
+                text = _paragraph_between(self.text[-1], text) + text
+            self.broken = False
             room = MAX_REPLY_CHARS - self.kept
             if room > 0:
-                piece = update.text[:room]
+                piece = text[:room]
                 self.text.append(piece)
                 self.kept += len(piece)
-            self.total += len(update.text)
+            self.total += len(text)
             self.last_meta = update.meta
+            return
+        if update.kind == "other" and update.update not in _NOT_A_BREAK:
+            self.broken = True
         elif update.kind == "link":
             if len(self.links) < MAX_LINKS:
                 self.links.append((update.uri, update.name))
@@ -83,6 +105,12 @@ class TurnCollector:
     def cut(self) -> int:
         """The text's full length when it was cut, else 0."""
         return self.total if self.total > self.kept else 0
+
+
+def _paragraph_between(before: str, after: str) -> str:
+    """What sets two runs of text apart: a paragraph break, less the newlines they have."""
+    have = len(before) - len(before.rstrip("\n")) + len(after) - len(after.lstrip("\n"))
+    return PARAGRAPH[: max(0, len(PARAGRAPH) - have)]
 
 
 @dataclass

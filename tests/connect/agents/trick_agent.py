@@ -15,6 +15,8 @@ failure tests. Start flag: `--crash-at-start`. The first word of the prompt text
              reply its result
   binding    reply the Session's `_meta["ag2/delivery"]` (or "none")
   deliver-and-exit J  write the `_ag2/deliver` frame for J on stdout, then exit at once
+  tools      stream "Let me do that." in chunks, a tool call and its update, "done",
+             a mode update mid-word, a tool call, "\nLast." (text around tool calls)
   rawext     send `_x/unknown` with no params and `_ag2/deliver` with params a list, as raw
              frames; reply the two error codes
 Every prompt first writes `$TRICK_MARKER_DIR/prompt-<n>` when that variable is set.
@@ -33,7 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from acp import PROTOCOL_VERSION, RequestError, run_agent, text_block, update_agent_message
-from acp.helpers import resource_link_block
+from acp.helpers import (
+    resource_link_block,
+    start_tool_call,
+    update_current_mode,
+    update_tool_call,
+)
 from acp.schema import (
     AgentCapabilities,
     InitializeResponse,
@@ -137,6 +144,19 @@ class TrickAgent:
             outcome = resp.outcome
             chosen = getattr(outcome, "option_id", None) or outcome.outcome
             await self.say(session_id, f"permission: {chosen}")
+        elif word == "tools":
+            async def send(update: Any) -> None:
+                await self.conn.session_update(session_id=session_id, update=update)
+
+            for chunk in ("Let me ", "do that."):
+                await self.say(session_id, chunk)
+            await send(start_tool_call("c1", "run a tool", kind="execute", status="pending"))
+            await send(update_tool_call("c1", status="completed"))
+            await self.say(session_id, "done and dus")
+            await send(update_current_mode("code"))  # about the session: no break
+            await self.say(session_id, "ted.\n")
+            await send(start_tool_call("c2", "another", kind="read", status="completed"))
+            await self.say(session_id, "\nLast.")
         elif word == "ext":
             try:
                 result = await self.conn.ext_method("x/unknown", {"a": 1})
