@@ -110,7 +110,7 @@ def test_trigger_attachments_reach_the_agent_as_resource_links(connected: Connec
         )
     e1 = r.json()["event"]
     assert connected.wait_reply(e1["id"])["text"] == "trick: @bot look"
-    saved = list((connected.tmp / "ws-bot" / "files" / e1["id"]).iterdir())
+    saved = list((connected.tmp / "ws-bot" / "files").glob(f"session-*/{e1['id']}/*"))
     assert [p.read_bytes() for p in saved] == [b"input"]
     assert oct(saved[0].stat().st_mode & 0o777) == "0o600"
 

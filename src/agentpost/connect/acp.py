@@ -116,6 +116,23 @@ class PermissionOption:
 
 
 @dataclass(frozen=True)
+class PermissionAsk:
+    """A `session/request_permission`, as the Worker judges it: the tool call's title and
+    `kind` (`read`, `edit`, `execute`, …), the paths it names, and the options offered."""
+
+    session_id: str
+    title: str
+    kind: str
+    paths: tuple[str, ...]
+    options: tuple[PermissionOption, ...]
+
+    def what(self) -> str:
+        """The tool call in a few words, for the log and a reply."""
+        shown = " ".join(redact(self.title).split())[:200]
+        return shown or (f"a tool call of kind {self.kind}" if self.kind else "a tool call")
+
+
+@dataclass(frozen=True)
 class PromptEnd:
     """How a prompt ended: the ACP stop reason and the response's `_meta`."""
 
@@ -131,7 +148,10 @@ class PromptLink:
 
 
 UpdateHandler = Callable[[Update], None]
-PermissionHandler = Callable[[str, str, list[PermissionOption]], Awaitable[str | None]]
+PermissionHandler = Callable[[PermissionAsk], Awaitable[str | None]]
+# Where a tool call's raw input names a file, by the names agents use (Claude Code's Read:
+# `file_path`; the ACP SDK's read helper: `path`).
+_RAW_PATH_KEYS = ("path", "file_path", "filePath", "absolute_path", "abs_path")
 ExtHandler = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
@@ -255,8 +275,10 @@ class _Client:
         from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
         title = str(getattr(tool_call, "title", "") or getattr(tool_call, "tool_call_id", ""))
-        ours = [PermissionOption(o.option_id, str(o.kind), o.name) for o in options]
-        chosen = await self._permissions(session_id, title, ours)
+        ours = tuple(PermissionOption(o.option_id, str(o.kind), o.name) for o in options)
+        kind = getattr(tool_call, "kind", None)
+        ask = PermissionAsk(session_id, title, str(kind or ""), _paths_of(tool_call), ours)
+        chosen = await self._permissions(ask)
         if chosen is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(
@@ -275,6 +297,26 @@ class _Client:
         from acp import RequestError
 
         raise RequestError(METHOD_NOT_FOUND, "Method not found", {"method": "fs/write_text_file"})
+
+
+def _paths_of(tool_call: Any) -> tuple[str, ...]:
+    """The files a tool call names: its `locations`, the paths in its raw input, else an
+    absolute path that ends its title (Gemini CLI asks "Allow access to absolute path: P"
+    with no locations)."""
+    found: list[str] = []
+    for loc in getattr(tool_call, "locations", None) or []:
+        path = getattr(loc, "path", None)
+        if isinstance(path, str) and path:
+            found.append(path)
+    raw = getattr(tool_call, "raw_input", None)
+    if isinstance(raw, dict):
+        found += [raw[k] for k in _RAW_PATH_KEYS if isinstance(raw.get(k), str) and raw[k]]
+    if not found:
+        title = str(getattr(tool_call, "title", "") or "")
+        tail = title.rsplit(": ", 1)[-1].strip() if ": " in title else ""
+        if tail.startswith("/"):
+            found.append(tail)
+    return tuple(dict.fromkeys(found))
 
 
 class AgentConnection:
@@ -384,11 +426,18 @@ class AgentConnection:
             log.error("%s; the agent's stderr ends (redacted): %s", reason, " | ".join(tail))
         return reason
 
-    async def new_session(self, meta: dict[str, Any]) -> str:
+    async def new_session(self, meta: dict[str, Any], directories: list[Path]) -> str:
+        """Open a session in `cwd`; `directories` are roots it may read besides (ACP
+        `additionalDirectories`, and `_meta.additionalRoots`, which claude-agent-acp reads)."""
         from acp import RequestError
 
+        roots = [str(d) for d in directories]
+        if roots:
+            meta = {**meta, "additionalRoots": roots}
         try:
-            resp = await self._conn.new_session(cwd=str(self.cwd), mcp_servers=[], **meta)
+            resp = await self._conn.new_session(
+                cwd=str(self.cwd), mcp_servers=[], additional_directories=roots or None, **meta
+            )
         except RequestError as exc:
             named = ERROR_NAMES.get(exc.code, "")
             raise SessionFailed(
