@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -40,6 +42,18 @@ def test_a_refusal_that_ends_the_turn_cancelled_is_an_error_receipt_naming_it(
     reply = connected.wait_reply(e2["id"])
     assert reply["reply_kind"] is None
     assert reply["text"] == "I could not do it.\n\n" + REFUSED
+
+    def recorded() -> list[dict[str, Any]]:
+        out = subprocess.run(
+            [sys.executable, "-m", "agentpost", "connect", "status", "--workspace-dir",
+             str(connected.tmp / "ws-bot"), "--json"],
+            capture_output=True, text=True, timeout=60,
+        ).stdout
+        return [t for t in json.loads(out).get("turns", []) if t["trigger"] == e1["id"]]
+
+    turn = wait_for(recorded)[0]  # the Turn records the refusal (connect status)
+    assert turn["outcome"] == "permission_refused"
+    assert turn["refused_permissions"] == ["run rm -rf build"]
 
 
 def test_an_allowed_permission_is_no_refusal(connected: Connected) -> None:

@@ -358,6 +358,7 @@ class TurnRunner:
                 "reply_event": posted.reply.event.id if posted.reply else None,
                 "files": posted.files,
                 "refused_files": posted.refused,
+                "refused_permissions": [what for what, _ in result.refused],
                 "hub_refusal": posted.final_error.code if posted.final_error else None,
                 "started_at": started,
                 "ended_at": time.time(),
