@@ -107,7 +107,9 @@ def test_agent_gets_the_workers_environment_without_hub_tokens(connected: Connec
 def test_permission_requests_are_rejected_by_default(connected: Connected) -> None:
     w = connected.worker(agent_cmd(TRICK))
     e1 = connected.say("alice", "@bot perm")
-    assert connected.wait_reply(e1["id"])["text"] == "permission: opt-no-v2"
+    assert connected.wait_reply(e1["id"])["text"] == (
+        "permission: opt-no-v2\n\n(the Worker refused the agent permission for: write a file)"
+    )
     assert "rejected (reject_once)" in w.log()
 
 

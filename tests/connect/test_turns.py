@@ -110,7 +110,7 @@ def test_trigger_attachments_reach_the_agent_as_resource_links(connected: Connec
         )
     e1 = r.json()["event"]
     assert connected.wait_reply(e1["id"])["text"] == "trick: @bot look"
-    saved = list((connected.tmp / "ws-bot" / "files" / e1["id"]).iterdir())
+    saved = list((connected.tmp / "ws-bot" / "files").glob(f"session-*/{e1['id']}/*"))
     assert [p.read_bytes() for p in saved] == [b"input"]
     assert oct(saved[0].stat().st_mode & 0o777) == "0o600"
 
@@ -172,3 +172,13 @@ def test_worker_files_are_private(connected: Connected) -> None:
     for name in ("worker-id", "worker.lock", "status.json", "lease-fence", *ledger):
         assert oct((ws / name).stat().st_mode & 0o777) == "0o600", name
     assert oct(ws.stat().st_mode & 0o777) == "0o700"
+
+
+def test_text_before_and_after_a_tool_call_is_set_apart_and_tokens_stay_joined(
+    connected: Connected,
+) -> None:
+    connected.worker(agent_cmd(AGENTS / "trick_agent.py"))
+    e1 = connected.say("alice", "@bot tools")
+    # "Let me " + "do that." are one run; a tool call starts a new run ("\n\n"); a mode
+    # update mid-word does not; text that has its newlines already gets no more.
+    assert connected.wait_reply(e1["id"])["text"] == "Let me do that.\n\ndone and dusted.\n\nLast."

@@ -38,7 +38,7 @@ def test_a_workspace_inside_the_repo_sends_nothing_of_its_own(
         assert r.status_code == 201, r.text
         shared = r.json()["event"]["id"]
     c.wait_reply(shared)
-    saved = wait_for(lambda: list((ws / "files" / shared).glob("*secret-plan.txt")))[0]
+    saved = wait_for(lambda: list((ws / "files").glob(f"session-*/{shared}/*secret-plan.txt")))[0]
     targets = [
         saved,
         ws / "status.json",

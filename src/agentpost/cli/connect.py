@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -29,7 +27,12 @@ PERMISSION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always"
 
 
 @main.group(invoke_without_command=True)
-@click.option("--agent", "agent_cmd", help="The ACP agent command, split like a shell would.")
+@click.option(
+    "--agent",
+    "agent_cmd",
+    help="claude, codex or gemini (their ACP adapters, needs checked at start), or the ACP "
+    "agent command, split like a shell would.",
+)
 @click.option("--hub", envvar="AGENTPOST_HUB", default="http://127.0.0.1:8470", show_default=True)
 @click.option("--token", envvar=secrets.TOKEN_ENV, default=None, help=secrets.TOKEN_FLAG_HELP)
 @click.option(
@@ -80,7 +83,7 @@ def connect(
     """Put an ACP agent in rooms: answer its owner and collaborators, one reply per wake-up."""
     if ctx.invoked_subcommand is not None:
         return
-    from agentpost.connect import WorkerConfig, run_worker
+    from agentpost.connect import WorkerConfig, known_agents, run_worker
     from agentpost.connect.keeper import forbid_dumping
     from agentpost.connect.workspace import WorkspaceError
 
@@ -117,9 +120,11 @@ def connect(
         problems.append("--agent is required")
     if repo is None or not repo.is_dir():
         problems.append("--repo must be an existing directory")
-    argv = shlex.split(agent_cmd or "")
-    if agent_cmd and (not argv or shutil.which(argv[0], path=None) is None):
-        problems.append(f"agent command not found: {argv[0] if argv else agent_cmd}")
+    argv: list[str] = []
+    if agent_cmd:  # a known agent's needs are named here, before the lease or the agent
+        command = known_agents.resolve(agent_cmd, os.environ, os.geteuid())
+        argv = command.argv
+        problems += command.problems
     for root in egress_roots:
         if not root.is_dir():
             problems.append(f"--egress-root {root} is not a directory")
@@ -251,6 +256,11 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
             f"agent alive: {agent.get('alive')}  pid {agent.get('pid')}  "
             f"restarts {agent.get('restarts')}  last failure: {agent.get('last_failure') or '-'}"
         )
+        failed = agent.get("last_session_error") or {}
+        if failed:  # session/new refused: the agent runs, but that Session has no Turns
+            at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(failed.get("at", 0)))
+            said = f": {failed['message']}" if failed.get("message") else ""
+            plain(f"last session error ({failed.get('session')}, {at}): {failed.get('error')}{said}")
         lease = data.get("lease") or {}
         if lease:
             other = lease.get("holder") or {}

@@ -61,6 +61,30 @@ class AgentBroken(AgentFailed):
     connection): it is cut off and restarted (docs/connect.md "When the agent fails")."""
 
 
+class SessionFailed(AgentFailed):
+    """`session/new` failed: the agent answered it with an error (`code` set), or with what
+    cannot be read. `str()` is the Worker's words and the code (it can reach a room);
+    `agent_message` is the agent's own, redacted, for the Worker's log only."""
+
+    def __init__(self, reason: str, code: int | None = None, agent_message: str = "") -> None:
+        super().__init__(reason)
+        self.code = code
+        self.agent_message = agent_message
+
+
+# JSON-RPC and ACP error codes by their spec names: a name is the protocol's, never the
+# agent's words, so it may be said in a room.
+ERROR_NAMES = {
+    -32700: "parse_error",
+    -32600: "invalid_request",
+    -32601: "method_not_found",
+    -32602: "invalid_params",
+    -32603: "internal_error",
+    -32000: "auth_required",
+    -32002: "resource_not_found",
+}
+
+
 class MethodNotFound(Exception):
     """Raised by an extension handler for a method it does not know (→ -32601)."""
 
@@ -72,7 +96,8 @@ class InvalidParams(Exception):
 @dataclass(frozen=True)
 class Update:
     """One `session/update` of a session, as the Worker needs it: `kind` is `text` (agent
-    message text), `link` (an agent message `resource_link`) or `other`."""
+    message text), `link` (an agent message `resource_link`) or `other`; `update` is ACP's
+    `sessionUpdate` (`agent_message_chunk`, `tool_call`, …)."""
 
     session_id: str
     kind: str
@@ -80,6 +105,7 @@ class Update:
     uri: str = ""
     name: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    update: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,6 +113,23 @@ class PermissionOption:
     option_id: str
     kind: str
     name: str
+
+
+@dataclass(frozen=True)
+class PermissionAsk:
+    """A `session/request_permission`, as the Worker judges it: the tool call's title and
+    `kind` (`read`, `edit`, `execute`, …), the paths it names, and the options offered."""
+
+    session_id: str
+    title: str
+    kind: str
+    paths: tuple[str, ...]
+    options: tuple[PermissionOption, ...]
+
+    def what(self) -> str:
+        """The tool call in a few words, for the log and a reply."""
+        shown = " ".join(redact(self.title).split())[:200]
+        return shown or (f"a tool call of kind {self.kind}" if self.kind else "a tool call")
 
 
 @dataclass(frozen=True)
@@ -105,7 +148,10 @@ class PromptLink:
 
 
 UpdateHandler = Callable[[Update], None]
-PermissionHandler = Callable[[str, str, list[PermissionOption]], Awaitable[str | None]]
+PermissionHandler = Callable[[PermissionAsk], Awaitable[str | None]]
+# Where a tool call's raw input names a file, by the names agents use (Claude Code's Read:
+# `file_path`; the ACP SDK's read helper: `path`).
+_RAW_PATH_KEYS = ("path", "file_path", "filePath", "absolute_path", "abs_path")
 ExtHandler = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
@@ -229,8 +275,10 @@ class _Client:
         from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
         title = str(getattr(tool_call, "title", "") or getattr(tool_call, "tool_call_id", ""))
-        ours = [PermissionOption(o.option_id, str(o.kind), o.name) for o in options]
-        chosen = await self._permissions(session_id, title, ours)
+        ours = tuple(PermissionOption(o.option_id, str(o.kind), o.name) for o in options)
+        kind = getattr(tool_call, "kind", None)
+        ask = PermissionAsk(session_id, title, str(kind or ""), _paths_of(tool_call), ours)
+        chosen = await self._permissions(ask)
         if chosen is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(
@@ -249,6 +297,26 @@ class _Client:
         from acp import RequestError
 
         raise RequestError(METHOD_NOT_FOUND, "Method not found", {"method": "fs/write_text_file"})
+
+
+def _paths_of(tool_call: Any) -> tuple[str, ...]:
+    """The files a tool call names: its `locations`, the paths in its raw input, else an
+    absolute path that ends its title (Gemini CLI asks "Allow access to absolute path: P"
+    with no locations)."""
+    found: list[str] = []
+    for loc in getattr(tool_call, "locations", None) or []:
+        path = getattr(loc, "path", None)
+        if isinstance(path, str) and path:
+            found.append(path)
+    raw = getattr(tool_call, "raw_input", None)
+    if isinstance(raw, dict):
+        found += [raw[k] for k in _RAW_PATH_KEYS if isinstance(raw.get(k), str) and raw[k]]
+    if not found:
+        title = str(getattr(tool_call, "title", "") or "")
+        tail = title.rsplit(": ", 1)[-1].strip() if ": " in title else ""
+        if tail.startswith("/"):
+            found.append(tail)
+    return tuple(dict.fromkeys(found))
 
 
 class AgentConnection:
@@ -358,17 +426,28 @@ class AgentConnection:
             log.error("%s; the agent's stderr ends (redacted): %s", reason, " | ".join(tail))
         return reason
 
-    async def new_session(self, meta: dict[str, Any]) -> str:
+    async def new_session(self, meta: dict[str, Any], directories: list[Path]) -> str:
+        """Open a session in `cwd`; `directories` are roots it may read besides (ACP
+        `additionalDirectories`, and `_meta.additionalRoots`, which claude-agent-acp reads)."""
         from acp import RequestError
 
+        roots = [str(d) for d in directories]
+        if roots:
+            meta = {**meta, "additionalRoots": roots}
         try:
-            resp = await self._conn.new_session(cwd=str(self.cwd), mcp_servers=[], **meta)
+            resp = await self._conn.new_session(
+                cwd=str(self.cwd), mcp_servers=[], additional_directories=roots or None, **meta
+            )
         except RequestError as exc:
-            log.error("session/new failed: %s", redact(repr(exc))[:500])
-            raise AgentFailed(self._why(f"session/new failed ({type(exc).__name__})")) from exc
+            named = ERROR_NAMES.get(exc.code, "")
+            raise SessionFailed(
+                f"the agent refused to open a session: {exc.code}{' ' + named if named else ''}",
+                exc.code,
+                redact(str(exc)).splitlines()[0][:300] if str(exc).strip() else "",
+            ) from exc
         except Exception as exc:  # a broken connection or an answer the SDK cannot validate
             self._cut(f"session/new failed and the agent is restarted ({_brief(exc)})")
-            raise AgentFailed(self._why("")) from exc
+            raise SessionFailed("the agent could not open a session: " + self._why("")) from exc
         return str(resp.session_id)
 
     async def prompt(self, session_id: str, text: str, links: list[PromptLink]) -> PromptEnd:
@@ -572,15 +651,19 @@ def _update_of(params: dict[str, Any]) -> Update | None:
     if not isinstance(session_id, str) or not isinstance(update, dict):
         return None
     meta = update.get("_meta") if isinstance(update.get("_meta"), dict) else {}
-    if update.get("sessionUpdate") != "agent_message_chunk":
-        return Update(session_id, "other", meta=meta or {})
+    kind = update.get("sessionUpdate")
+    kind = kind if isinstance(kind, str) else ""
+    if kind != "agent_message_chunk":
+        return Update(session_id, "other", meta=meta or {}, update=kind)
     content = update.get("content")
     if not isinstance(content, dict):
-        return Update(session_id, "other", meta=meta or {})
+        return Update(session_id, "other", meta=meta or {}, update=kind)
     if content.get("type") == "text" and isinstance(content.get("text"), str):
-        return Update(session_id, "text", text=content["text"], meta=meta or {})
+        return Update(session_id, "text", text=content["text"], meta=meta or {}, update=kind)
     if content.get("type") == "resource_link" and isinstance(content.get("uri"), str):
         name = content.get("name")
         shown = name if isinstance(name, str) else ""
-        return Update(session_id, "link", uri=content["uri"], name=shown, meta=meta or {})
-    return Update(session_id, "other", meta=meta or {})
+        return Update(
+            session_id, "link", uri=content["uri"], name=shown, meta=meta or {}, update=kind
+        )
+    return Update(session_id, "other", meta=meta or {}, update=kind)

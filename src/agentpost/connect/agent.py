@@ -22,11 +22,18 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agentpost.connect import keeper
-from agentpost.connect.acp import AgentConnection, AgentFailed, MethodNotFound, Update
-from agentpost.connect.permissions import PermissionPolicy
+from agentpost.connect.acp import (
+    AgentConnection,
+    AgentFailed,
+    MethodNotFound,
+    PermissionAsk,
+    SessionFailed,
+    Update,
+)
+from agentpost.connect.permissions import PermissionDecision, PermissionPolicy
 from agentpost.connect.sessions import SessionKey
 from agentpost.connect.workspace import write_atomic
 
@@ -204,6 +211,16 @@ def _end_survivors(record: dict[str, Any]) -> set[int]:
         time.sleep(0.02)  # the kernel is tearing them down: look again
 
 
+class PermissionWatch(Protocol):
+    """What a running Turn tells the policy (the folder its attachments are in, which the
+    agent may read) and is told (each decision, to say a refusal in its reply)."""
+
+    @property
+    def readable(self) -> Path | None: ...
+
+    def decided(self, ask: PermissionAsk, decision: PermissionDecision) -> None: ...
+
+
 class AgentSupervisor:
     def __init__(
         self,
@@ -229,11 +246,13 @@ class AgentSupervisor:
         self.restarts = 0
         self.last_failure = ""
         self.last_exit: int | None = None
+        self.last_session_error: dict[str, Any] | None = None  # for `connect status`
         self.sessions: dict[SessionKey, str] = {}
         # ACP session id → the binding issued in it (§6: usable only from there); kept for
         # the agent process's life, cleared with its sessions at a restart.
         self.bindings: dict[str, str] = {}
         self._listeners: dict[str, Callable[[Update], None]] = {}
+        self._permission_watch: dict[str, PermissionWatch] = {}
         self._stopping = False
         self._session_lock = asyncio.Lock()
 
@@ -333,13 +352,33 @@ class AgentSupervisor:
     # -- sessions ---------------------------------------------------------------------
 
     async def session_for(
-        self, conn: AgentConnection, key: SessionKey, meta: dict[str, Any]
+        self,
+        conn: AgentConnection,
+        key: SessionKey,
+        meta: dict[str, Any],
+        directories: list[Path] | None = None,
     ) -> str:
+        """The Session's ACP session, opened when first needed; `directories` are the
+        folders it may read besides the repo (its attachments)."""
         async with self._session_lock:
             found = self.sessions.get(key)
             if found is not None and conn is self.conn:
                 return found
-            session_id = await conn.new_session(meta)
+            try:
+                session_id = await conn.new_session(meta, directories or [])
+            except SessionFailed as exc:
+                # Said at once in the Worker's log, with the agent's message (redacted); the
+                # room gets the Worker's words and the code (docs/connect.md).
+                said = f": {exc.agent_message}" if exc.agent_message else ""
+                log.error("%s (for %s)%s", exc, key.label(), said)
+                self.last_session_error = {
+                    "at": time.time(),
+                    "session": key.label(),
+                    "error": str(exc),
+                    "code": exc.code,
+                    "message": exc.agent_message,
+                }
+                raise
             self.sessions[key] = session_id
             delivery = meta.get("ag2/delivery")
             if isinstance(delivery, dict) and isinstance(delivery.get("binding"), str):
@@ -347,11 +386,20 @@ class AgentSupervisor:
             log.info("session %s for %s", session_id, key.label())
             return session_id
 
-    def listen(self, session_id: str, on_update: Callable[[Update], None]) -> None:
+    def listen(
+        self,
+        session_id: str,
+        on_update: Callable[[Update], None],
+        watch: PermissionWatch | None = None,
+    ) -> None:
+        """The running Turn of `session_id`: its updates, and its permission requests."""
         self._listeners[session_id] = on_update
+        if watch is not None:
+            self._permission_watch[session_id] = watch
 
     def unlisten(self, session_id: str) -> None:
         self._listeners.pop(session_id, None)
+        self._permission_watch.pop(session_id, None)
 
     # -- what the agent asks of us ----------------------------------------------------
 
@@ -360,8 +408,12 @@ class AgentSupervisor:
         if listener is not None:
             listener(update)
 
-    async def _on_permission(self, session_id: str, title: str, options: list[Any]) -> str | None:
-        return self.permissions.choose(session_id, title, options)
+    async def _on_permission(self, ask: PermissionAsk) -> str | None:
+        watch = self._permission_watch.get(ask.session_id)
+        decision = self.permissions.choose(ask, watch.readable if watch else None)
+        if watch is not None:
+            watch.decided(ask, decision)
+        return decision.option_id
 
     async def _on_ext(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if self._ext is None:

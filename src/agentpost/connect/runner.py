@@ -18,7 +18,13 @@ from typing import Any
 
 from agentpost.client import AsyncHubClient, Event, HubError, HubRefused, InboxItem
 from agentpost.connect import keys, replies, turns
-from agentpost.connect.acp import AgentBroken, AgentFailed, PromptLink, RequestFailed
+from agentpost.connect.acp import (
+    AgentBroken,
+    AgentFailed,
+    PromptLink,
+    RequestFailed,
+    SessionFailed,
+)
 from agentpost.connect.agent import AgentSupervisor
 from agentpost.connect.crash import crash_point, fail_point
 from agentpost.connect.egress import EgressRoots
@@ -236,14 +242,20 @@ class TurnRunner:
         try:
             conn = await self.agent.wait_ready(self.settings.agent_start_wait)
             meta = self.session_meta(running.key)
-            session_id = await self.agent.session_for(conn, running.key, meta)
+            folder = running.key.folder()
+            session_id = await self.agent.session_for(
+                conn, running.key, meta, [self.workspace.session_files_dir(folder)]
+            )
+        except SessionFailed as exc:  # the agent runs, but would not open this Session
+            return turns.failed(turns.SESSION_FAILED, str(exc), None)
         except AgentFailed as exc:
             return turns.failed(turns.AGENT_UNAVAILABLE, str(exc), None)
         running.session_id = session_id
-        collector = turns.TurnCollector(session_id)
-        self.agent.listen(session_id, collector.add)
+        readable = self.workspace.turn_files_path(folder, ev.id)
+        collector = turns.TurnCollector(session_id, readable=readable)
+        self.agent.listen(session_id, collector.add, collector)
         try:
-            links = await self._attachments(ev)
+            links = await self._attachments(ev, folder)
             text = await self._prompt_text(ev)
             prompt = asyncio.ensure_future(conn.prompt(session_id, text, links))
             cancel_wait = asyncio.ensure_future(running.cancel_event.wait())
@@ -264,15 +276,15 @@ class TurnRunner:
                         return turns.failed(outcome, "the agent did not stop in time", collector)
                     if not running.cancelled:
                         return turns.failed(turns.TIMEOUT, "", collector)
-                    return turns.ended(turns.CANCELLED, end.meta, collector)
+                    return turns.ended(turns.CANCELLED, end.meta, collector, cancel_asked=True)
                 end = prompt.result()
             finally:
                 cancel_wait.cancel()
                 if not prompt.done():
                     prompt.cancel()
             if running.cancelled and end.stop_reason == turns.END_TURN:
-                return turns.ended(turns.CANCELLED, end.meta, collector)
-            return turns.ended(end.stop_reason, end.meta, collector)
+                return turns.ended(turns.CANCELLED, end.meta, collector, cancel_asked=True)
+            return turns.ended(end.stop_reason, end.meta, collector, running.cancelled)
         except AgentBroken as exc:
             return turns.failed(turns.AGENT_BROKEN, str(exc), collector)
         except AgentFailed as exc:
@@ -292,11 +304,12 @@ class TurnRunner:
             self._room_names[ev.room] = name
         return f"{ev.sender} in room {name}: {ev.text}"
 
-    async def _attachments(self, ev: Event) -> list[PromptLink]:
-        """The trigger's files, saved where the agent can read them, as resource links."""
+    async def _attachments(self, ev: Event, session_folder: str) -> list[PromptLink]:
+        """The trigger's files, saved in its Session's attachment folder (which the agent
+        may read), as resource links."""
         links = []
         for a in ev.attachments:
-            folder = self.workspace.files_dir(ev.id)
+            folder = self.workspace.turn_files_dir(session_folder, ev.id)
             safe = os.path.basename(a.name) or a.id
             dest = folder / f"{a.id}-{safe}"
             try:
@@ -345,6 +358,7 @@ class TurnRunner:
                 "reply_event": posted.reply.event.id if posted.reply else None,
                 "files": posted.files,
                 "refused_files": posted.refused,
+                "refused_permissions": [what for what, _ in result.refused],
                 "hub_refusal": posted.final_error.code if posted.final_error else None,
                 "started_at": started,
                 "ended_at": time.time(),

@@ -9,6 +9,8 @@ created lazily and kept while the agent process lives.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -28,6 +30,12 @@ class SessionKey:
 
     def label(self) -> str:
         return f"{self.room}/{self.who}"
+
+    def folder(self) -> str:
+        """The name of this Session's attachment folder: a digest, so that no room id or
+        member name ever spells a path."""
+        digest = hashlib.sha256(json.dumps([self.room, self.who]).encode()).hexdigest()
+        return f"session-{digest[:32]}"
 
 
 OwnerLookup = Callable[[str], Awaitable[str | None]]

@@ -44,6 +44,7 @@ def worker_status(w: Worker) -> dict[str, Any]:
             "pid": conn.pid if conn else None,
             "restarts": w.agent.restarts,
             "last_failure": w.agent.last_failure,
+            "last_session_error": w.agent.last_session_error,
             "stderr_tail": conn.stderr_tail()[-2000:] if conn else "",
         },
         "sessions": [

@@ -8,9 +8,11 @@ was a delegation naming this agent (`delegated_to`); synthetic triggers get plai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from agentpost.connect.acp import Update
+from agentpost.connect.acp import PermissionAsk, Update
+from agentpost.connect.permissions import PermissionDecision
 
 # How a Turn ended (kept in `connect status`).
 END_TURN = "end_turn"
@@ -22,6 +24,10 @@ AGENT_CRASH = "agent_crash"
 AGENT_BROKEN = "agent_broken"
 TIMEOUT = "timeout"
 AGENT_UNAVAILABLE = "agent_unavailable"
+SESSION_FAILED = "session_failed"  # the agent runs but did not open the Turn's session
+# The agent ended its Turn cancelled after the Worker refused it a permission (and no one
+# asked to stop it): the refusal is what ended it, so it is said, as an error.
+PERMISSION_REFUSED = "permission_refused"
 
 INTERRUPTED = "interrupted"
 EXPIRED = "expired"
@@ -32,7 +38,20 @@ RESULT = "result"
 # of a Turn's text than this, however much the agent streams.
 MAX_REPLY_CHARS = 60000
 MAX_LINKS = 64
+MAX_REFUSALS = 20
 REPLY_KIND_META = "ag2/reply_kind"
+# Updates that say something about the session, not that the agent did something between
+# two runs of its text: they may come at any time, mid-sentence too, and never split it.
+_NOT_A_BREAK = frozenset(
+    {
+        "available_commands_update",
+        "current_mode_update",
+        "config_option_update",
+        "session_info_update",
+        "usage_update",
+    }
+)
+PARAGRAPH = "\n\n"
 
 _KIND_OF = {
     END_TURN: RESULT,
@@ -44,6 +63,8 @@ _KIND_OF = {
     AGENT_BROKEN: ERROR,
     TIMEOUT: ERROR,
     AGENT_UNAVAILABLE: ERROR,
+    SESSION_FAILED: ERROR,
+    PERMISSION_REFUSED: ERROR,
     INTERRUPTED: ERROR,
     EXPIRED: ERROR,
     WORKER_ERROR: ERROR,
@@ -61,16 +82,33 @@ class TurnCollector:
     kept: int = 0  # characters of text kept (at most MAX_REPLY_CHARS)
     total: int = 0  # characters the agent sent
     dropped_links: int = 0
+    # The agent did something else (a tool call, a thought) since its last text: the next
+    # text starts a new run, set off by a paragraph break (chunks of one run are tokens).
+    broken: bool = False
+    readable: Path | None = None  # this Turn's attachments, which the agent may read
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (what, policy)
+
+    def decided(self, ask: PermissionAsk, decision: PermissionDecision) -> None:
+        """A permission the agent asked for in this Turn; a refusal is said in the reply."""
+        if not decision.allowed and len(self.refused) < MAX_REFUSALS:
+            self.refused.append((ask.what(), decision.policy))
 
     def add(self, update: Update) -> None:
         if update.kind == "text":
+            text = update.text
+            if self.broken and self.text and text:
+                text = _paragraph_between(self.text[-1], text) + text
+            self.broken = False
             room = MAX_REPLY_CHARS - self.kept
             if room > 0:
-                piece = update.text[:room]
+                piece = text[:room]
                 self.text.append(piece)
                 self.kept += len(piece)
-            self.total += len(update.text)
+            self.total += len(text)
             self.last_meta = update.meta
+            return
+        if update.kind == "other" and update.update not in _NOT_A_BREAK:
+            self.broken = True
         elif update.kind == "link":
             if len(self.links) < MAX_LINKS:
                 self.links.append((update.uri, update.name))
@@ -83,6 +121,12 @@ class TurnCollector:
         return self.total if self.total > self.kept else 0
 
 
+def _paragraph_between(before: str, after: str) -> str:
+    """What sets two runs of text apart: a paragraph break, less the newlines they have."""
+    have = len(before) - len(before.rstrip("\n")) + len(after) - len(after.lstrip("\n"))
+    return PARAGRAPH[: max(0, len(PARAGRAPH) - have)]
+
+
 @dataclass
 class TurnResult:
     outcome: str
@@ -91,19 +135,34 @@ class TurnResult:
     detail: str = ""
     cut_from: int = 0  # the text's full length when only MAX_REPLY_CHARS were kept
     dropped_links: int = 0
+    refused: list[tuple[str, str]] = field(default_factory=list)  # permissions, (what, policy)
 
 
-def ended(stop_reason: str, response_meta: dict[str, Any], c: TurnCollector) -> TurnResult:
-    """The Turn's outcome from the prompt's stop reason and the final message's `_meta`."""
+def ended(
+    stop_reason: str,
+    response_meta: dict[str, Any],
+    c: TurnCollector,
+    cancel_asked: bool = False,
+) -> TurnResult:
+    """The Turn's outcome from the prompt's stop reason and the final message's `_meta`;
+    `cancel_asked`: the Worker cancelled it (`/stop`), so a cancel is no refusal's doing."""
     asked = response_meta.get(REPLY_KIND_META) or c.last_meta.get(REPLY_KIND_META)
     if stop_reason == END_TURN:
         outcome = NEEDS_INPUT if asked == NEEDS_INPUT else END_TURN
+    elif stop_reason == CANCELLED and c.refused and not cancel_asked:
+        outcome = PERMISSION_REFUSED
     elif stop_reason in (CANCELLED, REFUSAL):
         outcome = stop_reason
     else:  # max_tokens, max_turn_requests: the agent stopped before it was done
         outcome = ERROR
     return TurnResult(
-        outcome, "".join(c.text).strip(), list(c.links), stop_reason, c.cut(), c.dropped_links
+        outcome,
+        "".join(c.text).strip(),
+        list(c.links),
+        stop_reason,
+        c.cut(),
+        c.dropped_links,
+        list(c.refused),
     )
 
 
@@ -111,7 +170,9 @@ def failed(outcome: str, detail: str, c: TurnCollector | None) -> TurnResult:
     if c is None:
         return TurnResult(outcome, "", [], detail)
     text = "".join(c.text).strip()
-    return TurnResult(outcome, text, list(c.links), detail, c.cut(), c.dropped_links)
+    return TurnResult(
+        outcome, text, list(c.links), detail, c.cut(), c.dropped_links, list(c.refused)
+    )
 
 
 def reply_kind(result: TurnResult, delegated_to_me: bool) -> str | None:
@@ -130,12 +191,27 @@ def reply_text(result: TurnResult, agent: str) -> str:
     if result.dropped_links:
         said += f"\n\n({result.dropped_links} more file(s) named by the agent were not sent)"
 
+    if result.outcome == PERMISSION_REFUSED:
+        what, policy = result.refused[-1]
+        return (said + "\n\n" if said else "") + (
+            f"(@{agent}: the agent asked permission for {what} and the Worker refused it "
+            f"({policy}))"
+        )
     if result.outcome in (END_TURN, NEEDS_INPUT):
-        return said or ("(no text)" if not result.links else "")
+        said = said or ("(no text)" if not result.links else "")
+        if result.refused:  # the agent went on without it: say what it was refused
+            names = "; ".join(what for what, _ in result.refused)
+            said = (said + "\n\n" if said else "") + (
+                f"(the Worker refused the agent permission for: {names})"
+            )
+        return said
     if result.outcome == CANCELLED:
         return (said + "\n\n" if said else "") + f"(@{agent}'s Turn was cancelled)"
     if result.outcome == REFUSAL:
         return said or f"(@{agent} refused this request)"
+    if result.outcome == SESSION_FAILED:  # the agent runs: not "could not be started"
+        why = result.detail or "the agent could not open a session"
+        return f"(@{agent}: {why}; this Turn was not run, and the Worker's log says more)"
     reason = {
         AGENT_CRASH: "the agent process stopped mid-Turn; this Turn was lost",
         AGENT_BROKEN: "the agent sent what cannot be read; it is restarted and this Turn "

@@ -151,8 +151,23 @@ class Workspace:
         write_atomic(self.root / WORKER_ID, (new + "\n").encode())
         return new
 
-    def files_dir(self, event_id: str) -> Path:
-        d = self.root / "files" / event_id
+    # Attachments (docs/connect.md "The reply"): one folder per Session, given to the agent
+    # as a root it may read; in it one folder per trigger. Only that Session's triggers'
+    # files are saved in it, so a Session never sees another one's files by its roots.
+
+    def session_files_dir(self, session_folder: str) -> Path:
+        d = self.root / "files" / session_folder
+        d.mkdir(exist_ok=True, mode=0o700)
+        return d
+
+    def turn_files_path(self, session_folder: str, event_id: str) -> Path:
+        if not _EVENT_ID.match(event_id):
+            raise WorkspaceError(f"not an event id: {event_id!r}")
+        return self.root / "files" / session_folder / event_id
+
+    def turn_files_dir(self, session_folder: str, event_id: str) -> Path:
+        d = self.turn_files_path(session_folder, event_id)
+        self.session_files_dir(session_folder)
         d.mkdir(exist_ok=True, mode=0o700)
         return d
 

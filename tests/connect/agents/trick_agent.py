@@ -15,9 +15,19 @@ failure tests. Start flag: `--crash-at-start`. The first word of the prompt text
              reply its result
   binding    reply the Session's `_meta["ag2/delivery"]` (or "none")
   deliver-and-exit J  write the `_ag2/deliver` frame for J on stdout, then exit at once
+  tools      stream "Let me do that." in chunks, a tool call and its update, "done",
+             a mode update mid-word, a tool call, "\nLast." (text around tool calls)
+  permstop   ask to run a command; when refused, say so and end the Turn `cancelled`
+  permhang   ask to run a command, then wait for session/cancel; end the Turn `cancelled`
+  attach     report (JSON) the session's additionalDirectories and _meta.additionalRoots,
+             what its folder holds, and the outcome of read permissions for each file
+             linked in the prompt (as Claude asks: locations; as Gemini asks: the path in
+             the title), for an edit of the first, and for a file of another Session
   rawext     send `_x/unknown` with no params and `_ag2/deliver` with params a list, as raw
              frames; reply the two error codes
 Every prompt first writes `$TRICK_MARKER_DIR/prompt-<n>` when that variable is set.
+While the file `$TRICK_REFUSE_SESSIONS` exists, session/new is answered with ACP's
+auth_required error (-32000), its message quoting a fake API key.
 """
 
 from __future__ import annotations
@@ -29,15 +39,22 @@ import sys
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from acp import PROTOCOL_VERSION, RequestError, run_agent, text_block, update_agent_message
-from acp.helpers import resource_link_block
+from acp.helpers import (
+    resource_link_block,
+    start_tool_call,
+    update_current_mode,
+    update_tool_call,
+)
 from acp.schema import (
     AgentCapabilities,
     InitializeResponse,
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
+    ToolCallLocation,
     ToolCallUpdate,
 )
 
@@ -53,6 +70,8 @@ class TrickAgent:
     def __init__(self) -> None:
         self.conn: Any = None
         self.delivery: dict[str, Any] = {}
+        self.roots: dict[str, dict[str, Any]] = {}
+        self.cancels: dict[str, asyncio.Event] = {}
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -62,18 +81,75 @@ class TrickAgent:
         return InitializeResponse(protocol_version=PROTOCOL_VERSION, agent_capabilities=caps)
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        refuse = os.environ.get("TRICK_REFUSE_SESSIONS")
+        if refuse and os.path.exists(refuse):
+            raise RequestError(-32000, "Authentication required (key sk-ant-" + "FAKE" * 10 + ")")
         session_id = uuid.uuid4().hex
+        self.roots[session_id] = {
+            "dirs": kwargs.get("additional_directories"),
+            "roots": kwargs.get("additionalRoots"),
+        }
         if isinstance(kwargs.get("ag2/delivery"), dict):
             self.delivery[session_id] = kwargs["ag2/delivery"]
         return NewSessionResponse(session_id=session_id)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
-        return None
+        self.cancels.setdefault(session_id, asyncio.Event()).set()
 
     async def say(self, session_id: str, text: str) -> None:
         await self.conn.session_update(
             session_id=session_id, update=update_agent_message(text_block(text))
         )
+
+    async def ask(self, session_id: str, title: str, kind: str, paths: list[str]) -> str:
+        """Ask a permission as a tool call of `kind` naming `paths`; the option chosen."""
+        resp = await self.conn.request_permission(
+            session_id=session_id,
+            tool_call=ToolCallUpdate(
+                tool_call_id=uuid.uuid4().hex,
+                title=title,
+                kind=kind,
+                locations=[ToolCallLocation(path=p) for p in paths] or None,
+            ),
+            options=[
+                PermissionOption(option_id="opt-yes-v2", name="Yes", kind="allow_once"),
+                PermissionOption(option_id="opt-no-v2", name="No", kind="reject_once"),
+            ],
+        )
+        return str(getattr(resp.outcome, "option_id", None) or resp.outcome.outcome)
+
+    async def attach(self, session_id: str, prompt: list[Any]) -> None:
+        roots = self.roots.get(session_id, {})
+        dirs = roots.get("dirs") or []
+        files = [
+            unquote(urlparse(b.uri).path)
+            for b in prompt
+            if getattr(b, "type", "") == "resource_link"
+        ]
+        folder = Path(dirs[0]) if dirs else None
+        others = [
+            str(p)
+            for p in (folder.parent.glob("*/*/*") if folder else [])
+            if p.is_file() and folder not in p.parents
+        ]
+        report = {
+            **roots,
+            "holds": sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+            if folder
+            else [],
+            "inside": [bool(folder and folder in Path(f).parents) for f in files],
+            "read": [await self.ask(session_id, f"Read {f}", "read", [f]) for f in files],
+            "read_by_title": [
+                await self.ask(session_id, f"Allow access to absolute path: {f}", "read", [])
+                for f in files
+            ],
+            "edit": [await self.ask(session_id, f"Edit {f}", "edit", [f]) for f in files[:1]],
+            "read_other": [
+                await self.ask(session_id, f"Read {o}", "read", [o]) for o in others[:1]
+            ],
+            "read_outside": await self.ask(session_id, "Read /etc/hostname", "read", ["/etc/hostname"]),
+        }
+        await self.say(session_id, json.dumps(report, sort_keys=True))
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         mark()
@@ -132,6 +208,32 @@ class TrickAgent:
             outcome = resp.outcome
             chosen = getattr(outcome, "option_id", None) or outcome.outcome
             await self.say(session_id, f"permission: {chosen}")
+        elif word == "tools":
+            async def send(update: Any) -> None:
+                await self.conn.session_update(session_id=session_id, update=update)
+
+            for chunk in ("Let me ", "do that."):
+                await self.say(session_id, chunk)
+            await send(start_tool_call("c1", "run a tool", kind="execute", status="pending"))
+            await send(update_tool_call("c1", status="completed"))
+            await self.say(session_id, "done and dus")
+            await send(update_current_mode("code"))  # about the session: no break
+            await self.say(session_id, "ted.\n")
+            await send(start_tool_call("c2", "another", kind="read", status="completed"))
+            await self.say(session_id, "\nLast.")
+        elif word == "permstop":
+            chosen = await self.ask(session_id, "run rm -rf build", "execute", [])
+            if chosen != "opt-yes-v2":
+                await self.say(session_id, "I could not do it.")
+                return PromptResponse(stop_reason="cancelled")
+            await self.say(session_id, "done it")
+        elif word == "permhang":
+            await self.ask(session_id, "run make", "execute", [])
+            await self.say(session_id, "waiting")
+            await self.cancels.setdefault(session_id, asyncio.Event()).wait()
+            return PromptResponse(stop_reason="cancelled")
+        elif word == "attach":
+            await self.attach(session_id, prompt)
         elif word == "ext":
             try:
                 result = await self.conn.ext_method("x/unknown", {"a": 1})
