@@ -98,10 +98,10 @@ def test_codex_without_bwrap_and_with_tmpdir_under_tmp_names_both(
     fake = tmp_path / "bin"
     _bin(fake, "codex-acp", NODE_SCRIPT)
     _fake_node(fake)
-    lines = _refused(connected, "codex", {"PATH": str(fake), "TMPDIR": "/tmp/x"})
+    lines = _refused(connected, "codex", {"PATH": str(fake), "TMPDIR": "/tmp/"})
     assert len(lines) == 2
     assert lines[0].startswith("error: bwrap not found on PATH: Codex's sandbox needs bubblewrap")
-    assert lines[1].startswith("error: TMPDIR=/tmp/x: Codex's sandbox needs a TMPDIR outside /tmp")
+    assert lines[1].startswith("error: TMPDIR=/tmp/: Codex's sandbox needs a TMPDIR of its own, not /tmp itself")
 
 
 def test_codex_with_tmpdir_unset_is_told_to_set_one(connected: Connected, tmp_path: Path) -> None:
@@ -121,7 +121,7 @@ def test_codex_with_tmpdir_unset_is_told_to_set_one(connected: Connected, tmp_pa
     assert proc.returncode == 1
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert errors == [
-        "error: TMPDIR is not set: Codex's sandbox needs a TMPDIR outside /tmp "
+        "error: TMPDIR is not set: Codex's sandbox needs a TMPDIR of its own, not /tmp itself "
         "(e.g. mkdir -p ~/.cache/tmp && export TMPDIR=~/.cache/tmp)"
     ]
 

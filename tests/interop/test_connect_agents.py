@@ -22,7 +22,7 @@ from scripts import delay_for, script_for
 from hubproc import poll
 
 FAKES = {"claude": FakeAnthropic, "codex": FakeOpenAI, "gemini": FakeGemini}
-COMMANDS = {"claude": "claude-agent-acp", "codex": "codex-acp", "gemini": "gemini --acp"}
+COMMANDS = {"claude": "claude", "codex": "codex", "gemini": "gemini"}  # connect --agent NAME
 
 
 @dataclass

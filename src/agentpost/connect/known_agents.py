@@ -114,10 +114,13 @@ def needs(known: KnownAgent, program: str, env: Mapping[str, str], euid: int) ->
                 "(apt-get install bubblewrap, or your system's package)"
             )
         tmpdir = env.get("TMPDIR", "")
-        if not tmpdir or _under_tmp(tmpdir):
+        if not tmpdir or _is_tmp(tmpdir):
+            # Seen with codex-acp 0.16: with TMPDIR /tmp itself, every sandboxed command
+            # fails ("bwrap: execvp codex-linux-sandbox: No such file or directory"); a
+            # folder of one's own, under /tmp or not, works (tests/interop).
             shown = f"TMPDIR={tmpdir}" if tmpdir else "TMPDIR is not set"
             problems.append(
-                f"{shown}: Codex's sandbox needs a TMPDIR outside /tmp "
+                f"{shown}: Codex's sandbox needs a TMPDIR of its own, not /tmp itself "
                 "(e.g. mkdir -p ~/.cache/tmp && export TMPDIR=~/.cache/tmp)"
             )
     return problems
@@ -151,6 +154,5 @@ def _runnable(interpreter: str, env: Mapping[str, str]) -> bool:
     return _which(interpreter, env) is not None
 
 
-def _under_tmp(path: str) -> bool:
-    real = os.path.realpath(path)
-    return real == "/tmp" or real.startswith("/tmp/")
+def _is_tmp(path: str) -> bool:
+    return os.path.realpath(path) == "/tmp"
