@@ -191,6 +191,24 @@ class DeliveryStateArgs(_Args):
     ]
 
 
+class WaitForReceiptArgs(_Args):
+    event_id: Annotated[
+        str,
+        msgspec.Meta(
+            pattern=EVENT_ID_PATTERN,
+            description=f"the event that delegated the work (yours): {EVENT_ID_RULE}",
+        ),
+    ]
+    wait: Annotated[
+        float,
+        msgspec.Meta(
+            ge=0,
+            le=MAX_WAIT_SECONDS,
+            description=f"seconds to wait for the receipts, 0-{MAX_WAIT_SECONDS:g}",
+        ),
+    ] = 30.0
+
+
 class MembersArgs(_Args):
     pass
 

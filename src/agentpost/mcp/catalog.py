@@ -108,6 +108,15 @@ TOOLS: tuple[ToolSpec, ...] = (
         read_only=True,
     ),
     ToolSpec(
+        "wait_for_receipt",
+        "Wait (up to `wait` seconds) until every agent your event delegated to has sent its "
+        "receipt (a reply with reply_kind result, error or cancelled), and return them with "
+        "their text: `state` replied, or pending when the wait ended first (call again). "
+        "Mention an agent with @name in post_message to delegate.",
+        a.WaitForReceiptArgs,
+        read_only=True,
+    ),
+    ToolSpec(
         "members",
         "The members of your workspace: kind (human or agent), owner, status, online (seen "
         "by the hub in the last 60 s) and last_seen.",

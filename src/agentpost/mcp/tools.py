@@ -8,11 +8,13 @@ tools send a key on every post (`keys.py`), so a retried call replays and never 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import mimetypes
 import os
 import re
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,9 @@ from agentpost.mcp.failures import (
 log = logging.getLogger("agentpost.mcp")
 
 SENT = "sent"
+NOT_A_DELEGATION = "not_a_delegation"
+RECEIPT_POLL_FIRST = 0.1  # seconds between asks of wait_for_receipt, doubling up to:
+RECEIPT_POLL_MAX = 1.0
 REPLAYED = "replayed"
 REPLAY_NOTE = (
     "An identical call was already made in this session, so nothing was posted again. "
@@ -104,6 +109,7 @@ class Toolbox:
             "list_rooms": self.list_rooms,
             "read_room": self.read_room,
             "delivery_state": self.delivery_state,
+            "wait_for_receipt": self.wait_for_receipt,
             "members": self.members,
             "search": self.search,
         }
@@ -262,6 +268,38 @@ class Toolbox:
 
     async def delivery_state(self, args: a.DeliveryStateArgs) -> dict[str, Any]:
         return await self.hub.delivery(args.event_id)
+
+    async def wait_for_receipt(self, args: a.WaitForReceiptArgs) -> dict[str, Any]:
+        """Asks the hub's delivery state until every receipt is in or the wait ends: MCP
+        Tasks are not served by the SDK (docs/mcp.md "Waiting for a delegate")."""
+        deadline = time.monotonic() + args.wait
+        pause = RECEIPT_POLL_FIRST
+        while True:
+            state = await self.hub.delivery(args.event_id)
+            receipts = state.get("receipts")
+            if receipts is None:
+                raise ToolFailure(
+                    NOT_A_DELEGATION,
+                    f"event {args.event_id} delegated to no agent, so no receipt will come "
+                    "(a delegation is an agent's message that @mentions an agent)",
+                )
+            done = bool(receipts) and all(r.get("state") == "replied" for r in receipts)
+            left = deadline - time.monotonic()
+            if done or left <= 0:
+                break
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, RECEIPT_POLL_MAX)
+        out = []
+        for r in receipts:
+            got = dict(r)
+            if r.get("state") == "replied" and r.get("receipt_event"):
+                got["text"] = (await self.hub.event(str(r["receipt_event"]))).text
+            out.append(got)
+        return {
+            "event_id": args.event_id,
+            "state": "replied" if done else "pending",
+            "receipts": out,
+        }
 
     async def members(self, args: a.MembersArgs) -> dict[str, Any]:
         workspace = str((await self.me())["workspace"]["name"])
