@@ -30,7 +30,7 @@ class McpServer:
     token: str | None
     log: Path
     roots: list[Path] = field(default_factory=list)
-    mode: str = "auto"
+    mode: str = "legacy"  # the initialize handshake, as Claude Code, Codex and Gemini CLI open
     extra_args: list[str] = field(default_factory=list)
     cwd: Path | None = None  # the server's working directory (relative paths start there)
 

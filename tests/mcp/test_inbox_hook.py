@@ -25,8 +25,14 @@ class Hook:
         self.hub = setup.hub.url
 
     def __call__(
-        self, event: str, *extra: str, now: float | None = None
+        self,
+        event: str,
+        *extra: str,
+        now: float | None = None,
+        given: dict[str, object] | None = None,
     ) -> subprocess.CompletedProcess[str]:
+        """Run the hook; `given` is the JSON the client writes on its stdin (none: run by
+        hand, stdin empty)."""
         env = {**os.environ, "AGENTPOST_HUB": self.hub, "XDG_STATE_HOME": str(self.state)}
         env.pop("AGENTPOST_TOKEN", None)
         if self.token is not None:
@@ -39,6 +45,7 @@ class Hook:
             text=True,
             env=env,
             timeout=60,
+            **({"input": json.dumps(given)} if given is not None else {"stdin": subprocess.DEVNULL}),  # type: ignore[arg-type]
         )
         assert p.returncode == 0, p.stderr
         return p
@@ -187,3 +194,94 @@ def test_the_token_can_come_from_a_file_instead_of_the_environment(
         f"agentpost inbox hook: the token file {token_file} is open to other users "
         f"(mode 0640); run `chmod 600 {token_file}`"
     ]
+
+
+def _claude(event: str, session: str, **more: object) -> dict[str, object]:
+    """What Claude Code writes on a hook's stdin."""
+    return {
+        "session_id": session,
+        "transcript_path": f"/tmp/{session}.jsonl",
+        "cwd": "/tmp",
+        "hook_event_name": event,
+        **more,
+    }
+
+
+def _context(p: subprocess.CompletedProcess[str], event: str) -> str:
+    out = json.loads(p.stdout)
+    assert out["hookSpecificOutput"]["hookEventName"] == event
+    text: str = out["hookSpecificOutput"]["additionalContext"]
+    return text
+
+
+def test_every_new_session_is_shown_what_is_unacknowledged_and_each_session_once(
+    setup: Setup, hook: Hook
+) -> None:
+    _post(setup, "alice", "@bot look at the build")
+    a = hook("session-start", given=_claude("SessionStart", "A", source="startup"))
+    assert "@bot look at the build" in _context(a, "SessionStart")
+    # session A ends without handling it; within A a prompt is silent
+    assert hook("prompt", now=time.time() + 3600, given=_claude("UserPromptSubmit", "A", prompt="hi")).stdout == ""
+    b = hook("session-start", given=_claude("SessionStart", "B", source="startup"))
+    assert "@bot look at the build" in _context(b, "SessionStart"), "a new session is shown it again"
+    assert hook("session-start", given=_claude("SessionStart", "B", source="resume")).stdout == ""
+    # a cleared or compacted context is shown it again: the model no longer has it
+    again = hook("session-start", given=_claude("SessionStart", "B", source="compact"))
+    assert "@bot look at the build" in _context(again, "SessionStart")
+    with setup.hub.client(setup.tokens["bot"]) as c:
+        assert c.post("/v1/inbox/ack", json={"cursor": 1}).status_code == 200
+    assert hook("session-start", given=_claude("SessionStart", "C", source="startup")).stdout == ""
+    _post(setup, "alice", "@bot one more")
+    prompt = hook("prompt", given=_claude("UserPromptSubmit", "A", prompt="next"))
+    shown = _context(prompt, "UserPromptSubmit")
+    assert "@bot one more" in shown and "look at the build" not in shown
+
+
+def test_stop_blocks_once_per_wake_up_and_never_loops(setup: Setup, hook: Hook) -> None:
+    _post(setup, "alice", "@bot before you stop")
+    first = json.loads(hook("stop", given=_claude("Stop", "S", stop_hook_active=False)).stdout)
+    assert first["decision"] == "block" and "@bot before you stop" in first["reason"]
+    assert hook("stop", given=_claude("Stop", "S", stop_hook_active=True)).stdout == ""
+    # a continued stop whose state is gone (pruned, unreadable) does not block either
+    assert hook("stop", given=_claude("Stop", "T", stop_hook_active=True)).stdout == ""
+    assert "@bot before you stop" in json.loads(hook("stop", given=_claude("Stop", "U")).stdout)["reason"]
+
+
+def test_gemini_clis_hook_events_get_its_json(setup: Setup, hook: Hook) -> None:
+    _post(setup, "alice", "@bot from gemini")
+    gemini = {"session_id": "G", "cwd": "/tmp", "timestamp": "2026-01-01T00:00:00Z"}
+    start = hook("session-start", given={**gemini, "hook_event_name": "SessionStart", "source": "startup"})
+    assert "@bot from gemini" in _context(start, "SessionStart")
+    _post(setup, "alice", "@bot second")
+    prompt = hook("prompt", now=time.time() + 3600, given={**gemini, "hook_event_name": "BeforeAgent", "prompt": "x"})
+    assert "@bot second" in _context(prompt, "BeforeAgent")
+    _post(setup, "alice", "@bot third")
+    stop = json.loads(hook("stop", given={**gemini, "hook_event_name": "AfterAgent", "stop_hook_active": False}).stdout)
+    assert stop["decision"] == "deny" and "@bot third" in stop["reason"]
+
+
+def test_stdin_that_is_not_json_is_run_by_hand(setup: Setup, hook: Hook) -> None:
+    _post(setup, "alice", "@bot plain")
+    p = subprocess.run(
+        [sys.executable, "-m", "agentpost", "inbox", "hook", "session-start"],
+        input="not json", capture_output=True, text=True, timeout=60,
+        env={**os.environ, "AGENTPOST_HUB": hook.hub, "XDG_STATE_HOME": str(hook.state),
+             "AGENTPOST_TOKEN": setup.tokens["bot"]},
+    )
+    assert p.stdout.startswith("agentpost inbox: 1 new wake-up for bot\n"), p.stderr
+
+
+def test_old_session_files_are_pruned_and_new_ones_are_private(setup: Setup, hook: Hook) -> None:
+    _post(setup, "alice", "@bot x")
+    hook("session-start", given=_claude("SessionStart", "old", source="startup"))
+    folder = hook.state / "agentpost" / "inbox-hook"
+    [old] = list(folder.glob("*.json"))
+    assert stat.S_IMODE(old.stat().st_mode) == 0o600
+    assert "old" not in old.name and setup.tokens["bot"] not in old.read_text()
+    eight_days = time.time() - 8 * 24 * 3600
+    for f in (old, old.with_suffix(".lock")):
+        os.utime(f, (eight_days, eight_days))
+    hook("session-start", given=_claude("SessionStart", "new", source="startup"))
+    files = list(folder.glob("*.json"))
+    assert len(files) == 1 and files[0] != old, "the unused session's state is removed"
+    assert [p.name for p in folder.glob("*.lock")] == [files[0].with_suffix(".lock").name]

@@ -102,6 +102,7 @@ def hook(hub: HubProcess, token: str, state: Path, event: str) -> str:
         text=True,
         env=env,
         timeout=60,
+        stdin=subprocess.DEVNULL,
     )
     assert p.returncode == 0, p.stderr
     return p.stdout

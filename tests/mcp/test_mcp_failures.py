@@ -3,15 +3,14 @@ never goes down for bad input (docs/mcp.md)."""
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from mcphelpers import McpServer, call, events_of, mcp_server  # noqa: F401 (a fixture)
 
 from agentpost.mcp import TOOLS
@@ -157,7 +156,8 @@ def test_malformed_arguments_are_clear_tool_errors_and_never_crash_the_server(
 ) -> None:
     async def scenario(c: Client) -> Any:
         bad = [(name, args, await call(c, name, args)) for name, args in MALFORMED]
-        unknown = await call(c, "delete_everything", {})
+        with pytest.raises(MCPError) as unknown:
+            await c.call_tool("delete_everything", {})
         still = await call(c, "post_message", {"room": "general", "text": "still here"})
         return bad, unknown, still
 
@@ -167,23 +167,39 @@ def test_malformed_arguments_are_clear_tool_errors_and_never_crash_the_server(
         assert body["error"]["code"] == "invalid_arguments", (name, args, body)
         assert body["error"]["retryable"] is False
         assert body["error"]["message"], (name, args)
-    assert unknown[0] and unknown[1]["error"]["code"] == "unknown_tool"
+    # no such tool is a protocol error, as the MCP spec says: -32602 "Unknown tool: <name>"
+    assert unknown.value.error.code == -32602
+    assert unknown.value.error.message == "Unknown tool: delete_everything"
     assert not still[0] and still[1]["delivery"] == "sent"
     assert [e["text"] for e in events_of(setup)] == ["still here"]
 
 
-def test_a_bad_idempotency_key_the_hub_refuses_is_final_and_posts_nothing(
+def test_a_key_the_hub_would_refuse_is_refused_before_anything_is_sent(
     setup: Setup, mcp_server: Callable[..., McpServer]
 ) -> None:
-    async def scenario(c: Client) -> Any:
-        return await call(
-            c, "post_message", {"room": setup.room, "text": "x", "idempotency_key": "has space"}
-        )
+    thread = {"thread": "notes", "text": "x"}
 
-    err, body = mcp_server().run(scenario)
-    assert err and body["error"]["code"] == "invalid_idempotency_key"
-    assert body["error"]["retryable"] is False
+    async def scenario(c: Client) -> Any:
+        made = await call(c, "ensure_thread", {"name": "notes"})
+        return made, [
+            await call(c, "post_message", {"room": setup.room, "text": "x", "idempotency_key": "has space"}),
+            await call(c, "reply", {"event_id": "ev_" + "0" * 26, "text": "x", "idempotency_key": "é"}),
+            await call(c, "upload_file", {"room": setup.room, "path": "x", "idempotency_key": "k" * 256}),
+            # a thread send's key is UTF-8 up to 255 bytes: 200 characters of 2 bytes is 400
+            await call(c, "send_to_thread", {**thread, "idempotency_key": "é" * 200}),
+            await call(c, "send_to_thread", {**thread, "idempotency_key": ""}),
+        ], await call(c, "send_to_thread", {**thread, "idempotency_key": "é" * 127})
+
+    made, refused, fits = mcp_server().run(scenario)
+    assert not made[0]
+    for err, body in refused:
+        assert err and body["error"]["code"] == "invalid_arguments", body
+        assert body["error"]["retryable"] is False
+    assert "1-255 visible ASCII characters" in refused[0][1]["error"]["message"]
+    assert "idempotency_key is 400 bytes; it must be 1-255 bytes of UTF-8" in refused[3][1]["error"]["message"]
+    assert not fits[0] and fits[1]["delivery"] == "sent", "254 bytes of UTF-8 is a key"
     assert events_of(setup) == []
+    assert [e["text"] for e in events_of(setup, made[1]["room"], token_of="bot")] == ["x"]
 
 
 def test_the_token_can_come_from_a_token_file(
@@ -202,20 +218,35 @@ def test_the_token_can_come_from_a_token_file(
     assert [e["sender"] for e in events_of(setup)] == ["bot"]
 
 
-def test_a_token_file_open_to_other_users_is_refused_in_one_line(
-    setup: Setup, tmp_path: Path
+@pytest.mark.parametrize("problem", ["missing", "open to others"])
+def test_a_token_file_that_cannot_be_used_is_said_by_every_call_and_the_server_still_starts(
+    setup: Setup, mcp_server: Callable[..., McpServer], tmp_path: Path, problem: str
 ) -> None:
     token_file = tmp_path / "bot.token"
-    token_file.write_text(setup.tokens["bot"] + "\n")
-    token_file.chmod(0o644)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
-    p = subprocess.run(
-        [sys.executable, "-m", "agentpost", "mcp"],
-        env=env | {"AGENTPOST_HUB": setup.hub.url, "AGENTPOST_TOKEN_FILE": str(token_file)},
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
-    )
-    assert p.returncode == 1 and p.stdout == ""  # the MCP stream never started
-    assert p.stderr.splitlines() == [
-        f"agentpost mcp: the token file {token_file} is open to other users (mode 0644); "
-        f"run `chmod 600 {token_file}`"
-    ]
+    if problem == "open to others":
+        token_file.write_text(setup.tokens["bot"] + "\n")
+        token_file.chmod(0o644)
+        said = (
+            f"the token file {token_file} is open to other users (mode 0644); "
+            f"run `chmod 600 {token_file}`"
+        )
+    else:
+        said = f"cannot read the token file {token_file}: No such file or directory"
+    server = mcp_server(member=None, extra_args=["--token-file", str(token_file)])
+
+    async def scenario(c: Client) -> Any:
+        listed = (await c.list_tools()).tools
+        return listed, [
+            await call(c, "post_message", {"room": "general", "text": "not sent"}),
+            await call(c, "read_inbox"),
+        ]
+
+    listed, calls = server.run(scenario)
+    assert len(listed) == len(TOOLS), "a client still connects and sees every tool"
+    for err, body in calls:
+        assert err and body["error"]["code"] == "token_file_refused", body
+        assert body["error"]["message"].startswith(said), body
+        assert body["error"]["retryable"] is False
+    assert events_of(setup) == []
+    stderr = server.log.read_text().splitlines()
+    assert stderr == [f"agentpost mcp: {said}; every tool call will say so"], "said once"

@@ -23,6 +23,7 @@ TOOLS = {
     "list_rooms",
     "read_room",
     "delivery_state",
+    "wait_for_receipt",
     "members",
     "search",
 }
@@ -49,6 +50,7 @@ def test_lists_every_tool_with_its_parameters_and_posting_tools_are_idempotent(
         "list_rooms": set(),
         "read_room": {"room", "after", "limit"},
         "delivery_state": {"event_id"},
+        "wait_for_receipt": {"event_id", "wait"},
         "members": set(),
         "search": {"query", "room", "sender", "before", "limit"},
     }
@@ -61,8 +63,12 @@ def test_lists_every_tool_with_its_parameters_and_posting_tools_are_idempotent(
         assert tools[name].annotations is not None
         assert tools[name].annotations.idempotent_hint is True, name
         assert "idempotency_key" in (tools[name].description or ""), name
-    for name in ("read_inbox", "list_rooms", "read_room", "delivery_state", "members", "search"):
+    for name in ("list_rooms", "read_room", "delivery_state", "wait_for_receipt", "members", "search"):
         assert tools[name].annotations.read_only_hint is True, name
+    # reading the inbox marks its events `read` in their delivery state: not read-only,
+    # but a second identical call changes nothing more
+    inbox = tools["read_inbox"].annotations
+    assert (inbox.read_only_hint, inbox.idempotent_hint) == (False, True)
     for t in tools.values():
         assert t.input_schema["type"] == "object"
         assert t.input_schema["additionalProperties"] is False

@@ -2,23 +2,64 @@
 
 The token is read from a `--token-file` (env AGENTPOST_TOKEN_FILE; mode 0600, checked as in
 cli/secrets.py) or env AGENTPOST_TOKEN, never a flag value, so it is not in `ps`; stdout
-belongs to the MCP protocol, so everything else goes to stderr.
+belongs to the MCP protocol, so everything else goes to stderr. A token file that cannot
+be used does not stop the server: every tool call says what is wrong (a client that fails
+to start its server only says "failed to connect").
+
+This module imports neither the SDK nor the hub client: `mcp/front.py` answers the
+handshake while `_loader` loads them in a thread (docs/mcp.md "Startup";
+tests/mcp/test_mcp_startup.py fails if an import here becomes eager).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from agentpost.cli import secrets
 from agentpost.cli.app import main
+from agentpost.cli.token_names import TOKEN_ENV, TOKEN_FILE_ENV, TOKEN_FILE_HELP
+from agentpost.mcp import front
 
 DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
+
+
+def _loader(
+    roots: tuple[Path, ...], hub: str, max_file_bytes: int, token_file: Path | None
+) -> front.Handover:
+    """Import the SDK and the hub client, read the token and make the Toolbox (in the
+    front's loader thread); the handover serves the rest of the session."""
+    import asyncio
+
+    from agentpost.cli import secrets
+    from agentpost.client import AsyncHubClient
+    from agentpost.connect.workspace import data_home
+    from agentpost.egress import EgressRoots
+    from agentpost.mcp.failures import ToolFailure, token_refused
+    from agentpost.mcp.server import serve_handover
+    from agentpost.mcp.tools import Toolbox
+
+    refused: ToolFailure | None = None
+    try:
+        token = secrets.member_token(os.environ.get(TOKEN_ENV), token_file)
+    except secrets.SecretRefused as exc:
+        click.echo(f"agentpost mcp: {exc.message}; every tool call will say so", err=True)
+        token, refused = None, token_refused(exc.message)
+    roots_ = EgressRoots(roots, max_file_bytes, never=[data_home()])
+    toolbox = Toolbox(AsyncHubClient(hub, token or ""), roots_, refused=refused)
+
+    def handover(
+        replay: list[bytes],
+        readline: Callable[[], bytes],
+        write: Callable[[bytes], None],
+        drop_id: str | None,
+    ) -> None:
+        asyncio.run(serve_handover(toolbox, replay, readline, write, drop_id))
+
+    return handover
 
 
 @main.command("mcp")
@@ -45,31 +86,17 @@ DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
 )
 @click.option(
     "--token-file",
-    envvar=secrets.TOKEN_FILE_ENV,
+    envvar=TOKEN_FILE_ENV,
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help=secrets.TOKEN_FILE_HELP + " Default: env AGENTPOST_TOKEN.",
+    help=TOKEN_FILE_HELP + " Default: env AGENTPOST_TOKEN.",
 )
 def mcp_cmd(
     roots: tuple[Path, ...], hub: str, max_file_bytes: int, token_file: Path | None
 ) -> None:
     """Serve MCP tools on stdin/stdout as the member whose token is in AGENTPOST_TOKEN."""
-    from agentpost.client import AsyncHubClient
-    from agentpost.connect.workspace import data_home
-    from agentpost.egress import EgressRoots
-    from agentpost.mcp.server import serve_stdio
-    from agentpost.mcp.tools import Toolbox
-
     logging.basicConfig(level=logging.WARNING, format="agentpost mcp: %(message)s")
     try:
-        token = secrets.member_token(os.environ.get(secrets.TOKEN_ENV), token_file)
-    except secrets.SecretRefused as exc:
-        from agentpost.cli.common import EXIT_FINAL
-
-        click.echo(f"agentpost mcp: {exc.message}", err=True)
-        sys.exit(EXIT_FINAL)
-    toolbox = Toolbox(AsyncHubClient(hub, token or ""), EgressRoots(roots, max_file_bytes, never=[data_home()]))
-    try:
-        asyncio.run(serve_stdio(toolbox))
+        front.serve(lambda: _loader(roots, hub, max_file_bytes, token_file))
     except KeyboardInterrupt:
         pass

@@ -15,19 +15,16 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 import click
 from click.core import ParameterSource
 
+from agentpost.cli.token_names import TOKEN_ENV as TOKEN_ENV
+from agentpost.cli.token_names import TOKEN_FILE_ENV as TOKEN_FILE_ENV
+from agentpost.cli.token_names import TOKEN_FILE_HELP as TOKEN_FILE_HELP
 from agentpost.client.errors import NotConfigured
 
-TOKEN_ENV = "AGENTPOST_TOKEN"
-TOKEN_FILE_ENV = "AGENTPOST_TOKEN_FILE"
 DB_PASSWORD_FILE_ENV = "AGENTPOST_DB_PASSWORD_FILE"
 MAX_SECRET_BYTES = 64 * 1024  # a token is ~50 bytes; a bigger "secret" is the wrong file
 TOKEN_FLAG_HELP = (
     "Member token. Every local user can read it in the process list: prefer --token-file "
     "or env AGENTPOST_TOKEN."
-)
-TOKEN_FILE_HELP = (
-    "Read the member token from this file (mode 0600, yours), once "
-    "(env AGENTPOST_TOKEN_FILE)."
 )
 
 

@@ -2,7 +2,8 @@
 `tools/list` shows, and decoding against them is the only argument check (docs/mcp.md).
 Unknown fields, wrong types and out-of-range numbers are refused with a clear message, and
 so is every id or name not of its shape (core/ids.py): those go into URL paths, and an id
-such as `rm_…/archive?` must never reach another route of the hub.
+such as `rm_…/archive?` must never reach another route of the hub. Every bound is the hub's
+own, refused here rather than clamped, so a call never quietly does less than it asked.
 """
 
 from __future__ import annotations
@@ -15,41 +16,65 @@ import msgspec
 from agentpost.core.ids import (
     EVENT_ID,
     EVENT_ID_RULE,
+    IDEMPOTENCY_KEY,
+    IDEMPOTENCY_KEY_RULE,
     NAME,
     NAME_RULE,
     ROOM_ID,
     ROOM_ID_RULE,
     schema_pattern,
 )
+from agentpost.core.thread_key import MAX_KEY_BYTES, InvalidKey, check_key
 
-# The hub's own bounds (docs/api.md): keys 1-255 visible ASCII, pages of at most 1000,
-# long polls of at most 60 s.
+# The hub's own bounds (docs/api.md): a post's key is 1-255 visible ASCII (it travels in a
+# header), a thread send's key 1-255 bytes of UTF-8 (core/thread_key.py), pages of at most
+# 1000 events, long polls of at most 60 s, search pages of at most 100 hits.
 MAX_WAIT_SECONDS = 60.0
 MAX_LIMIT = 1000
+MAX_SEARCH_LIMIT = 100
+THREAD_KEY_RULE = (
+    f"1-{MAX_KEY_BYTES} bytes of UTF-8 (any characters; one outside ASCII takes 2-4 bytes)"
+)
+# Gemini CLI adds this argument to every tool call it makes (docs/mcp.md "Clients"): the one
+# name accepted beyond a tool's own, and ignored.
+CLIENT_INJECTED = "wait_for_previous"
 
 ROOM_REF_PATTERN = schema_pattern(re.compile(f"{ROOM_ID.pattern}|{NAME.pattern}"))
 ROOM_REF_RULE = f"{ROOM_ID_RULE}, or a room's name ({NAME_RULE.removeprefix('a name: ')})"
 EVENT_ID_PATTERN = schema_pattern(EVENT_ID)
 NAME_PATTERN = schema_pattern(NAME)
+KEY_PATTERN = schema_pattern(IDEMPOTENCY_KEY)
 # A refusal says the rule in words, not the regex that checks it.
 RULES_IN_WORDS = {
     f"`str` matching regex {ROOM_REF_PATTERN!r}": ROOM_REF_RULE,
     f"`str` matching regex {EVENT_ID_PATTERN!r}": EVENT_ID_RULE,
     f"`str` matching regex {NAME_PATTERN!r}": NAME_RULE,
+    f"`str` matching regex {KEY_PATTERN!r}": IDEMPOTENCY_KEY_RULE,
 }
 
 RoomRef = Annotated[
     str, msgspec.Meta(pattern=ROOM_REF_PATTERN, description=f"the room: {ROOM_REF_RULE}")
 ]
 Text = Annotated[str, msgspec.Meta(min_length=1, description="the message text")]
+_KEY_PROMISE = (
+    "the same key again never posts twice, in any session; give one for anything that must "
+    "not happen twice"
+)
 Key = Annotated[
     str,
     msgspec.Meta(
+        pattern=KEY_PATTERN,
+        description=f"your key for this post ({IDEMPOTENCY_KEY_RULE}): {_KEY_PROMISE}",
+    ),
+]
+# A thread send's key is hashed into its command id (core/thread_key.py), so any text
+# fits; the schema can bound characters only, the byte bound is checked on decode.
+ThreadKey = Annotated[
+    str,
+    msgspec.Meta(
         min_length=1,
-        max_length=255,
-        description="your key for this post (1-255 visible ASCII characters): the same key "
-        "again never posts twice, in any session; give one for anything that must not "
-        "happen twice",
+        max_length=MAX_KEY_BYTES,
+        description=f"your key for this message ({THREAD_KEY_RULE}): {_KEY_PROMISE}",
     ),
 ]
 Cursor = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
@@ -93,7 +118,16 @@ class SendToThreadArgs(_Args):
         msgspec.Meta(pattern=ROOM_REF_PATTERN, description=f"the thread: {ROOM_REF_RULE}"),
     ]
     text: Text
-    idempotency_key: Key
+    idempotency_key: ThreadKey
+
+    def __post_init__(self) -> None:
+        try:
+            check_key(self.idempotency_key)
+        except InvalidKey:  # msgspec reports a ValueError here as a ValidationError
+            size = len(self.idempotency_key.encode("utf-8", "surrogatepass"))
+            raise ValueError(
+                f"idempotency_key is {size} bytes; it must be {THREAD_KEY_RULE}"
+            ) from None
 
 
 class EnsureThreadArgs(_Args):
@@ -124,7 +158,9 @@ class ReadInboxArgs(_Args):
     wait: Annotated[
         float,
         msgspec.Meta(
-            ge=0, description=f"seconds to wait for a wake-up (at most {MAX_WAIT_SECONDS:g})"
+            ge=0,
+            le=MAX_WAIT_SECONDS,
+            description=f"seconds to wait for a wake-up, 0-{MAX_WAIT_SECONDS:g}",
         ),
     ] = 0.0
 
@@ -140,7 +176,9 @@ class ListRoomsArgs(_Args):
 class ReadRoomArgs(_Args):
     room: RoomRef
     after: Annotated[Cursor, msgspec.Meta(description="seq to read after; 0: from the start")] = 0
-    limit: Annotated[int, msgspec.Meta(ge=1, description=f"at most {MAX_LIMIT}")] = 100
+    limit: Annotated[
+        int, msgspec.Meta(ge=1, le=MAX_LIMIT, description=f"events per page, 1-{MAX_LIMIT}")
+    ] = 100
 
 
 class DeliveryStateArgs(_Args):
@@ -151,6 +189,24 @@ class DeliveryStateArgs(_Args):
             description=f"an event of a room you take part in: {EVENT_ID_RULE}",
         ),
     ]
+
+
+class WaitForReceiptArgs(_Args):
+    event_id: Annotated[
+        str,
+        msgspec.Meta(
+            pattern=EVENT_ID_PATTERN,
+            description=f"the event that delegated the work (yours): {EVENT_ID_RULE}",
+        ),
+    ]
+    wait: Annotated[
+        float,
+        msgspec.Meta(
+            ge=0,
+            le=MAX_WAIT_SECONDS,
+            description=f"seconds to wait for the receipts, 0-{MAX_WAIT_SECONDS:g}",
+        ),
+    ] = 30.0
 
 
 class MembersArgs(_Args):
@@ -175,7 +231,12 @@ class SearchArgs(_Args):
     before: Annotated[
         str | None, msgspec.Meta(description="the next_before of the previous page")
     ] = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=100, description="at most 100")] = 20
+    limit: Annotated[
+        int,
+        msgspec.Meta(
+            ge=1, le=MAX_SEARCH_LIMIT, description=f"hits per page, 1-{MAX_SEARCH_LIMIT}"
+        ),
+    ] = 20
 
 
 def input_schema(args: type[msgspec.Struct]) -> dict[str, Any]:

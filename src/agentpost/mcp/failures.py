@@ -5,6 +5,8 @@ model knows whether calling again could help. Hub errors are translated here, on
       from_hub(HubError)     the client's code and retryable; a refused token names
                              AGENTPOST_TOKEN; "no answer" says that the same call is safe
       from_egress(...)       a file refused by the egress roots (never retryable)
+      token_refused(...)     the --token-file could not be used: every call says so
+    UnknownTool              no such tool: a protocol error (-32602), not a tool's failure
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from agentpost.client import HubError, HubUnreachable
 from agentpost.egress import EgressRefused
 
 INVALID_ARGUMENTS = "invalid_arguments"
-UNKNOWN_TOOL = "unknown_tool"
 UNAUTHORIZED = "unauthorized"
+TOKEN_FILE_REFUSED = "token_file_refused"
 INTERNAL = "internal"
 
 _REMOVED = ("agent_removed", "member_removed")
@@ -29,6 +31,15 @@ class ToolFailure(Exception):
 
     def body(self) -> dict[str, object]:
         return {"error": {"code": self.code, "message": self.message, "retryable": self.retryable}}
+
+
+class UnknownTool(Exception):
+    """A call named no tool of tools/list; the server answers the JSON-RPC error the MCP
+    spec names (-32602, "Unknown tool: <name>")."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Unknown tool: {name}")
+        self.name = name
 
 
 def from_hub(exc: HubError, hub: str) -> ToolFailure:
@@ -60,4 +71,13 @@ def no_token() -> ToolFailure:
     return ToolFailure(
         UNAUTHORIZED,
         "AGENTPOST_TOKEN is not set: the MCP server needs a member token in its environment",
+    )
+
+
+def token_refused(message: str) -> ToolFailure:
+    """The token file named at start could not be used (missing, unreadable, empty, not
+    yours, open to other users): `message` names the file and what is wrong."""
+    return ToolFailure(
+        TOKEN_FILE_REFUSED,
+        f"{message}; fix it and restart the MCP server (nothing was done)",
     )

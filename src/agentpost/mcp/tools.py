@@ -1,18 +1,21 @@
 """What each MCP tool does (docs/mcp.md), in the glossary's words, through the hub client.
 
-`Toolbox.call(name, arguments)` never raises: it returns a result (a JSON object with
-`delivery` and the ids for posts) or a `ToolFailure` (code, message, retryable). Posting
+`Toolbox.call(name, arguments)` returns a result (a JSON object with `delivery` and the ids
+for posts) or a `ToolFailure` (code, message, retryable); it raises only `UnknownTool`, a
+protocol error rather than a tool's failure (the MCP spec's -32602). Posting
 tools send a key on every post (`keys.py`), so a retried call replays and never posts twice.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import mimetypes
 import os
+import re
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +26,12 @@ from agentpost.egress import OUTSIDE_ROOTS as NO_ROOTS
 from agentpost.egress import EgressRefused, EgressRoots
 from agentpost.mcp import args as a
 from agentpost.mcp import keys
+from agentpost.mcp.catalog import BY_NAME, ToolSpec
 from agentpost.mcp.failures import (
     INTERNAL,
     INVALID_ARGUMENTS,
-    UNKNOWN_TOOL,
     ToolFailure,
+    UnknownTool,
     from_egress,
     from_hub,
     no_token,
@@ -36,118 +40,40 @@ from agentpost.mcp.failures import (
 log = logging.getLogger("agentpost.mcp")
 
 SENT = "sent"
+NOT_A_DELEGATION = "not_a_delegation"
+RECEIPT_POLL_FIRST = 0.1  # seconds between asks of wait_for_receipt, doubling up to:
+RECEIPT_POLL_MAX = 1.0
 REPLAYED = "replayed"
 REPLAY_NOTE = (
     "An identical call was already made in this session, so nothing was posted again. "
     "If you meant a second, identical message, call again with your own idempotency_key."
 )
 
-_KEY_ADVICE = (
-    " Pass an idempotency_key for anything that must not happen twice: the same key never "
-    "posts twice, even across restarts. Without one, an identical call in this session "
-    "replays the first result (delivery `replayed`) instead of posting again."
-)
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    args: type[msgspec.Struct]
-    idempotent: bool = False  # the posting tools (and ack): idempotentHint true
-    read_only: bool = False
-
-
-TOOLS: tuple[ToolSpec, ...] = (
-    ToolSpec(
-        "post_message",
-        "Post a message to a room (by id or name); @name mentions wake members." + _KEY_ADVICE,
-        a.PostMessageArgs,
-        idempotent=True,
-    ),
-    ToolSpec(
-        "reply",
-        "Reply to an event (sets in_reply_to). With reply_kind (result, error, needs_input, "
-        "cancelled) on an event that delegated work to you, the reply is a receipt that wakes "
-        "the delegator once." + _KEY_ADVICE,
-        a.ReplyArgs,
-        idempotent=True,
-    ),
-    ToolSpec(
-        "send_to_thread",
-        "Send a message to a thread, once per idempotency_key (required): the key is bound to "
-        "the thread and to you, so the same call again reports the first delivery.",
-        a.SendToThreadArgs,
-        idempotent=True,
-    ),
-    ToolSpec(
-        "ensure_thread",
-        "Make or find the thread `name` of `owner` (default: you) and return its id; an "
-        "archived one comes back unarchived. Safe to call any number of times.",
-        a.EnsureThreadArgs,
-        idempotent=True,
-    ),
-    ToolSpec(
-        "upload_file",
-        "Upload a local file into a room, with an optional caption. Only regular files inside "
-        "the server's --allow-root directories, reached without symlinks or `..`." + _KEY_ADVICE,
-        a.UploadFileArgs,
-        idempotent=True,
-    ),
-    ToolSpec(
-        "read_inbox",
-        "Read your inbox: the events that woke you, each with its cursor, oldest first; "
-        "`delegation_waiting` marks a delegation that waits for your receipt. `wait` "
-        f"long-polls up to {a.MAX_WAIT_SECONDS:g} s. Acknowledge with ack_inbox.",
-        a.ReadInboxArgs,
-        read_only=True,
-    ),
-    ToolSpec(
-        "ack_inbox",
-        "Acknowledge your inbox up to `cursor`: those wake-ups are not shown again.",
-        a.AckInboxArgs,
-        idempotent=True,
-    ),
-    ToolSpec("list_rooms", "List the rooms you take part in.", a.ListRoomsArgs, read_only=True),
-    ToolSpec(
-        "read_room",
-        "Read a room's events after seq `after`, oldest first; page with `next_after`.",
-        a.ReadRoomArgs,
-        read_only=True,
-    ),
-    ToolSpec(
-        "delivery_state",
-        "Who got an event, per target: queued, read (handed to their client) or acked; and "
-        "for the agents it asked, replied (with the reply's kind and event) or pending.",
-        a.DeliveryStateArgs,
-        read_only=True,
-    ),
-    ToolSpec(
-        "members",
-        "The members of your workspace: kind (human or agent), owner, status, online (seen "
-        "by the hub in the last 60 s) and last_seen.",
-        a.MembersArgs,
-        read_only=True,
-    ),
-    ToolSpec(
-        "search",
-        "Search the rooms you take part in, newest first: each hit is an event with "
-        "`highlights`, [start, end) character offsets of the match in its text; page with "
-        "`next_before` (null: no more).",
-        a.SearchArgs,
-        read_only=True,
-    ),
-)
-BY_NAME = {t.name: t for t in TOOLS}
 
 Handler = Callable[[Any], Awaitable[dict[str, Any]]]
 
 
-def _invalid(exc: msgspec.ValidationError, tool: str) -> ToolFailure:
+_AT_FIELD = re.compile(r"at `\$\.([a-z_]+)`$")
+
+
+def _invalid(exc: msgspec.ValidationError, spec: ToolSpec) -> ToolFailure:
     said = str(exc)
     for regex, words in a.RULES_IN_WORDS.items():
         said = said.replace(regex, words)
-    return ToolFailure(INVALID_ARGUMENTS, f"{tool}: {said}; nothing was done")
+    field = _AT_FIELD.search(said)
+    if field is not None:  # a number out of range: say the whole range, not one end
+        prop = a.input_schema(spec.args)["properties"].get(field.group(1), {})
+        if "minimum" in prop and "maximum" in prop:
+            said += f" ({field.group(1)} must be {prop['minimum']:g}-{prop['maximum']:g})"
+    return ToolFailure(INVALID_ARGUMENTS, f"{spec.name}: {said}; nothing was done")
+
+
+def _without_injected(arguments: object) -> object:
+    """The arguments without the one a client adds on its own (args.CLIENT_INJECTED), when
+    it is a boolean; anything else under that name is refused as an unknown field."""
+    if isinstance(arguments, dict) and isinstance(arguments.get(a.CLIENT_INJECTED), bool):
+        return {k: v for k, v in arguments.items() if k != a.CLIENT_INJECTED}
+    return arguments
 
 
 def _event_out(ev: Event) -> dict[str, Any]:
@@ -158,9 +84,18 @@ def _event_out(ev: Event) -> dict[str, Any]:
 class Toolbox:
     """The tools of one MCP server process, acting as the member of its hub client."""
 
-    def __init__(self, hub: AsyncHubClient, roots: EgressRoots, session_id: str | None = None):
+    def __init__(
+        self,
+        hub: AsyncHubClient,
+        roots: EgressRoots,
+        session_id: str | None = None,
+        refused: ToolFailure | None = None,
+    ):
         self.hub = hub
         self.roots = roots
+        # Why no call can act as a member (a token file that could not be used): every
+        # call answers it, so the client still starts and lists the tools.
+        self.refused = refused
         self.session_id = session_id or keys.new_session_id()
         self._me: dict[str, Any] | None = None
         self._handlers: dict[str, Handler] = {
@@ -174,6 +109,7 @@ class Toolbox:
             "list_rooms": self.list_rooms,
             "read_room": self.read_room,
             "delivery_state": self.delivery_state,
+            "wait_for_receipt": self.wait_for_receipt,
             "members": self.members,
             "search": self.search,
         }
@@ -181,11 +117,14 @@ class Toolbox:
     async def call(self, name: str, arguments: object) -> dict[str, Any] | ToolFailure:
         spec = BY_NAME.get(name)
         if spec is None:
-            return ToolFailure(UNKNOWN_TOOL, f"no tool named {name!r}; see tools/list")
+            raise UnknownTool(name)
+        given = _without_injected(arguments if arguments is not None else {})
         try:
-            parsed = msgspec.convert(arguments if arguments is not None else {}, spec.args)
+            parsed = msgspec.convert(given, spec.args)
         except msgspec.ValidationError as exc:
-            return _invalid(exc, name)
+            return _invalid(exc, spec)
+        if self.refused is not None:
+            return self.refused
         if not self.hub.has_token:
             return no_token()
         try:
@@ -298,7 +237,7 @@ class Toolbox:
 
     async def read_inbox(self, args: a.ReadInboxArgs) -> dict[str, Any]:
         me = await self.my_name()
-        page = await self.hub.inbox(after=args.after, wait=min(args.wait, a.MAX_WAIT_SECONDS))
+        page = await self.hub.inbox(after=args.after, wait=args.wait)
         items = [
             {
                 "cursor": i.cursor,
@@ -320,7 +259,7 @@ class Toolbox:
 
     async def read_room(self, args: a.ReadRoomArgs) -> dict[str, Any]:
         room = await self.room_id(args.room)
-        evs = await self.hub.events(room, after=args.after, limit=min(args.limit, a.MAX_LIMIT))
+        evs = await self.hub.events(room, after=args.after, limit=args.limit)
         return {
             "room": room,
             "events": [_event_out(e) for e in evs],
@@ -329,6 +268,38 @@ class Toolbox:
 
     async def delivery_state(self, args: a.DeliveryStateArgs) -> dict[str, Any]:
         return await self.hub.delivery(args.event_id)
+
+    async def wait_for_receipt(self, args: a.WaitForReceiptArgs) -> dict[str, Any]:
+        """Asks the hub's delivery state until every receipt is in or the wait ends: MCP
+        Tasks are not served by the SDK (docs/mcp.md "Waiting for a delegate")."""
+        deadline = time.monotonic() + args.wait
+        pause = RECEIPT_POLL_FIRST
+        while True:
+            state = await self.hub.delivery(args.event_id)
+            receipts = state.get("receipts")
+            if receipts is None:
+                raise ToolFailure(
+                    NOT_A_DELEGATION,
+                    f"event {args.event_id} delegated to no agent, so no receipt will come "
+                    "(a delegation is an agent's message that @mentions an agent)",
+                )
+            done = bool(receipts) and all(r.get("state") == "replied" for r in receipts)
+            left = deadline - time.monotonic()
+            if done or left <= 0:
+                break
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, RECEIPT_POLL_MAX)
+        out = []
+        for r in receipts:
+            got = dict(r)
+            if r.get("state") == "replied" and r.get("receipt_event"):
+                got["text"] = (await self.hub.event(str(r["receipt_event"]))).text
+            out.append(got)
+        return {
+            "event_id": args.event_id,
+            "state": "replied" if done else "pending",
+            "receipts": out,
+        }
 
     async def members(self, args: a.MembersArgs) -> dict[str, Any]:
         workspace = str((await self.me())["workspace"]["name"])
