@@ -92,6 +92,27 @@ def test_an_attachment_is_read_under_the_default_policy(room: Room, agent: Agent
     assert "ship on friday" in reply["text"], reply["text"]
 
 
+def test_a_file_named_in_the_reply_is_sent_back(room: Room, agent: Agent) -> None:
+    repo = room.tmp / "repo-bot"
+    repo.mkdir(exist_ok=True)
+    (repo / "report.txt").write_text("quarterly numbers: all green\n")
+    room.worker(agent.command, agent.env)
+    uri = (repo / "report.txt").as_uri()
+    ev = room.say("alice", f"@bot fake:say Here is the report: {uri}")
+    reply = room.wait_reply(ev["id"])
+    assert reply["text"].startswith("Here is the report: file://")
+    # The file goes first (docs/connect.md "The reply"), as a media event of bot's.
+    media = [e for e in room.events() if e["type"] == "media" and e["seq"] < reply["seq"]]
+    assert [(m["sender"], m["attachments"][0]["name"]) for m in media] == [("bot", "report.txt")]
+    # Nothing from outside the egress roots: the agent naming /etc/passwd sends nothing.
+    ev2 = room.say("alice", "@bot fake:say and this one: file:///etc/passwd")
+    room.wait_reply(ev2["id"])
+    notice = poll(lambda: [e for e in room.events() if e["seq"] > ev2["seq"]
+                           and "Not sent" in e["text"] and "passwd" in e["text"]], timeout=30)
+    assert notice[0]["sender"] == "bot"
+    assert [e for e in room.events() if e["type"] == "media"] == media
+
+
 def test_stop_cancels_a_running_turn(room: Room, agent: Agent) -> None:
     w = room.worker(agent.command, agent.env)
     ev = room.say("alice", "@bot fake:slow 60")

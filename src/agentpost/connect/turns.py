@@ -7,9 +7,12 @@ was a delegation naming this agent (`delegated_to`); synthetic triggers get plai
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from agentpost.connect.acp import PermissionAsk, Update
 from agentpost.connect.permissions import PermissionDecision
@@ -155,15 +158,33 @@ def ended(
         outcome = stop_reason
     else:  # max_tokens, max_turn_requests: the agent stopped before it was done
         outcome = ERROR
+    text = "".join(c.text).strip()
+    links = list(c.links) + named_files(text, c.links)
+    dropped = c.dropped_links + max(0, len(links) - MAX_LINKS)
     return TurnResult(
-        outcome,
-        "".join(c.text).strip(),
-        list(c.links),
-        stop_reason,
-        c.cut(),
-        c.dropped_links,
-        list(c.refused),
+        outcome, text, links[:MAX_LINKS], stop_reason, c.cut(), dropped, list(c.refused)
     )
+
+
+# A `file://` link written in the reply's text (Zed's adapters render resource links so, and
+# real agents' models write them): the absolute path up to whitespace or a closing bracket.
+FILE_LINK = re.compile(r"file://(/[^\s)\]>\"'`]+)")
+
+
+def named_files(text: str, links: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Files the agent named as `file:///…` links in its text, beyond its `resource_link`s:
+    real agents (Claude Code, Codex, Gemini CLI) send text only, so this is how they hand a
+    file back. Each is judged by the same egress rules as any link (docs/connect.md)."""
+    seen = {uri for uri, _ in links}
+    out: list[tuple[str, str]] = []
+    for m in FILE_LINK.finditer(text):
+        path = m.group(1).rstrip(".,;:!?")
+        uri = "file://" + path
+        if uri in seen:
+            continue
+        seen.add(uri)
+        out.append((uri, os.path.basename(unquote(path))))
+    return out
 
 
 def failed(outcome: str, detail: str, c: TurnCollector | None) -> TurnResult:
