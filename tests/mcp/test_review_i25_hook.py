@@ -8,14 +8,19 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from hubproc import Setup
 
 
-def _hook(setup: Setup, state: Path, event: str, given: dict[str, object]) -> str:
+def _hook(
+    setup: Setup, state: Path, event: str, given: dict[str, object], now: float | None = None
+) -> str:
     env = {**os.environ, "AGENTPOST_HUB": setup.hub.url, "XDG_STATE_HOME": str(state),
            "AGENTPOST_TOKEN": setup.tokens["bot"]}
+    if now is not None:  # past the prompt hook's 30 s pause
+        env["AGENTPOST_HOOK_NOW"] = str(now)
     p = subprocess.run(
         [sys.executable, "-m", "agentpost", "inbox", "hook", event],
         capture_output=True, text=True, env=env, timeout=60, input=json.dumps(given),
@@ -38,5 +43,5 @@ def test_a_continued_stop_without_state_does_not_hide_the_wake_up_from_the_sessi
                                          "stop_hook_active": True}) == ""
     # …but it has not shown the wake-up either, so the session's next prompt must show it.
     out = _hook(setup, state, "prompt", {**base, "hook_event_name": "UserPromptSubmit",
-                                          "prompt": "next"})
+                                          "prompt": "next"}, now=time.time() + 3600)
     assert "@bot please answer" in out, "the wake-up was marked shown without being shown"
