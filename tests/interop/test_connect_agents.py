@@ -81,7 +81,8 @@ def test_a_permission_is_allowed_by_kind(room: Room, agent: Agent) -> None:
     ev = room.say("alice", "@bot fake:run printf 'allowed-marker-%d' 42")
     reply = room.wait_reply(ev["id"])
     assert "allowed-marker-42" in reply["text"], reply["text"]
-    assert reply["text"].startswith("Let me do that.")
+    # The text before and after the tool call are two paragraphs, not glued together.
+    assert reply["text"].startswith("Let me do that.\n\nfake-model: tool done"), reply["text"]
 
 
 def test_an_attachment_is_read_under_the_default_policy(room: Room, agent: Agent) -> None:
@@ -148,3 +149,21 @@ def test_kill_9_of_the_worker_ends_the_agent_and_the_restart_answers_once(
     later = room.say("alice", "@bot fake:say after the restart")
     room.wait_reply(later["id"])
     assert len(room.replies_to(ev["id"])) == 1
+
+
+def test_a_session_the_agent_refuses_is_said_in_the_room(room: Room, agents_bin: Path) -> None:
+    """Gemini CLI without a key refuses session/new (-32000 auth_required): the room is told
+    it was a session failure, not that the agent could not be started."""
+    fake = FakeGemini(script_for("gemini"), delay_for).start()
+    try:
+        env = agent_env("gemini", fake.url, room.tmp / "home", agents_bin)
+        env.pop("GEMINI_API_KEY")
+        w = room.worker("gemini", env)
+        ev = room.say("alice", "@bot fake:say hello")
+        reply = room.wait_reply(ev["id"])
+        assert "refused to open a session" in reply["text"], reply["text"]
+        assert "auth_required" in reply["text"]
+        assert "could not be started" not in reply["text"]
+        assert "refused to open a session" in w.log()
+    finally:
+        fake.stop()

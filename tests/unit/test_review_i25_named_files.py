@@ -60,6 +60,10 @@ def test_mentioning_the_file_it_was_sent_posts_no_notice_with_the_private_path(
     c.add(Update("s1", "text", text=f"I read [in.txt]({sent}): it says mine.",
                  update="agent_message_chunk"))
     result = turns.ended(turns.END_TURN, {}, c)
+    assert [u for u, _ in result.named] == [sent]
     refused: list[str] = []
-    asyncio.run(replies._open_files("mb_1", "ev_01", result.links, egress, refused))
+    named = frozenset(u for u, _ in result.named)
+    files = asyncio.run(replies._open_files(
+        "mb_1", "ev_01", [*result.links, *result.named], egress, refused, named))
+    assert files == []
     assert refused == [], f"the room would be told: Not sent: {'; '.join(refused)}"

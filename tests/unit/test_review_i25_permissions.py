@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 from agentpost.connect.acp import PermissionAsk, PermissionOption, _paths_of
 from agentpost.connect.permissions import PermissionPolicy
+from agentpost.connect.runner import attachment_file_name
 
 OPTIONS = (
     PermissionOption("proceed_once", "allow_once", "Allow once"),
@@ -23,7 +24,7 @@ def _ask(tool_call: SimpleNamespace) -> PermissionAsk:
 def _turn_folder(tmp_path: Path, name: str) -> tuple[Path, Path]:
     folder = tmp_path / "files" / "session-abc" / "ev_01"
     folder.mkdir(parents=True)
-    f = folder / f"med_1-{name}"
+    f = folder / attachment_file_name("med_1", name)  # named as the runner names it
     f.write_text("x")
     return folder, f
 

@@ -33,6 +33,7 @@ def test_a_turn_names_its_text_links_beside_its_resource_links_capped() -> None:
                  update="agent_message_chunk"))
     c.add(Update("s1", "text", text=many, update="agent_message_chunk"))
     result = turns.ended(turns.END_TURN, {}, c)
-    assert result.links[0] == ("file:///repo/first.bin", "first.bin")
-    assert len(result.links) == turns.MAX_LINKS
+    assert result.links == [("file:///repo/first.bin", "first.bin")]
+    assert len(result.links) + len(result.named) == turns.MAX_LINKS
+    assert result.named[0] == ("file:///repo/f0.txt", "f0.txt")
     assert result.dropped_links == 4

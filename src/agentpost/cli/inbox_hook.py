@@ -271,9 +271,10 @@ def _fetch(
             Shown(i.cursor, i.event, names.get(i.event.room, i.event.room), delegation_waiting(i.event, name))
             for i in page.items
         ]
-        if not quiet:
-            _emit(hook_output(event, given, render(name, shown, more=len(page.items) >= PAGE)))
-        if ack and not quiet:
+        if quiet:
+            return after_shown  # nothing was shown, so nothing counts as shown
+        _emit(hook_output(event, given, render(name, shown, more=len(page.items) >= PAGE)))
+        if ack:
             try:
                 c.ack(page.cursor)
             except HubError as exc:

@@ -24,6 +24,9 @@ from agentpost.cli.app import main
 from agentpost.cli.token_names import TOKEN_ENV, TOKEN_FILE_ENV, TOKEN_FILE_HELP
 from agentpost.mcp import front
 
+# The client a server that cannot be configured holds: never asked, as every call fails.
+UNUSED_HUB = "http://127.0.0.1:9"
+
 DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
 
 
@@ -36,9 +39,10 @@ def _loader(
 
     from agentpost.cli import secrets
     from agentpost.client import AsyncHubClient
+    from agentpost.client.errors import NotConfigured
     from agentpost.connect.workspace import data_home
     from agentpost.egress import EgressRoots
-    from agentpost.mcp.failures import ToolFailure, token_refused
+    from agentpost.mcp.failures import ToolFailure, not_configured, token_refused
     from agentpost.mcp.server import serve_handover
     from agentpost.mcp.tools import Toolbox
 
@@ -49,7 +53,14 @@ def _loader(
         click.echo(f"agentpost mcp: {exc.message}; every tool call will say so", err=True)
         token, refused = None, token_refused(exc.message)
     roots_ = EgressRoots(roots, max_file_bytes, never=[data_home()])
-    toolbox = Toolbox(AsyncHubClient(hub, token or ""), roots_, refused=refused)
+    try:
+        client = AsyncHubClient(hub, token or "")
+    except NotConfigured as exc:
+        # The client already has its tools listed (the front answered): every call says
+        # what is wrong instead of the server dying on the first one.
+        click.echo(f"agentpost mcp: {exc.message}; every tool call will say so", err=True)
+        client, refused = AsyncHubClient(UNUSED_HUB, ""), not_configured(exc.message)
+    toolbox = Toolbox(client, roots_, refused=refused)
 
     def handover(
         replay: list[bytes],

@@ -299,10 +299,16 @@ class _Client:
         raise RequestError(METHOD_NOT_FOUND, "Method not found", {"method": "fs/write_text_file"})
 
 
+# Gemini CLI's question for an attached file outside its workspace (0.61, no locations).
+GEMINI_READ_TITLE = "Allow access to absolute path: "
+_RAW_COMMAND_KEYS = ("command", "cmd", "script")
+COMMAND_PATH = "(a command)"
+
+
 def _paths_of(tool_call: Any) -> tuple[str, ...]:
-    """The files a tool call names: its `locations`, the paths in its raw input, else an
-    absolute path that ends its title (Gemini CLI asks "Allow access to absolute path: P"
-    with no locations)."""
+    """The files a tool call names: its `locations`, the paths in its raw input (a command
+    in it counts as a path that is nowhere), else the path of Gemini CLI's "Allow access to
+    absolute path: P" title, which comes with no locations."""
     found: list[str] = []
     for loc in getattr(tool_call, "locations", None) or []:
         path = getattr(loc, "path", None)
@@ -311,11 +317,16 @@ def _paths_of(tool_call: Any) -> tuple[str, ...]:
     raw = getattr(tool_call, "raw_input", None)
     if isinstance(raw, dict):
         found += [raw[k] for k in _RAW_PATH_KEYS if isinstance(raw.get(k), str) and raw[k]]
+        if any(k in raw for k in _RAW_COMMAND_KEYS):
+            # A command reads what it likes, whatever its locations say: no path of it can
+            # be vouched for (a relative marker is never inside a folder).
+            found.append(COMMAND_PATH)
     if not found:
         title = str(getattr(tool_call, "title", "") or "")
-        tail = title.rsplit(": ", 1)[-1].strip() if ": " in title else ""
-        if tail.startswith("/"):
-            found.append(tail)
+        if title.startswith(GEMINI_READ_TITLE):
+            tail = title[len(GEMINI_READ_TITLE):].strip()
+            if tail.startswith("/"):
+                found.append(tail)
     return tuple(dict.fromkeys(found))
 
 

@@ -18,7 +18,7 @@ from typing import BinaryIO, TypeVar
 from agentpost.client import AsyncHubClient, HubError, HubRefused, PostResult
 from agentpost.connect import keys
 from agentpost.connect.crash import crash_point
-from agentpost.connect.egress import EgressRefused, EgressRoots
+from agentpost.connect.egress import PRIVATE, EgressRefused, EgressRoots
 
 log = logging.getLogger("agentpost.connect.replies")
 
@@ -77,20 +77,25 @@ async def _open_files(
     links: list[tuple[str, str]],
     egress: EgressRoots | None,
     refused: list[str],
+    named: frozenset[str] = frozenset(),
 ) -> list[_File]:
     """Every file the reply names, opened and keyed by content; refusals are collected.
-    The same content named twice is sent once."""
+    The same content named twice is sent once. A link of `named` (written in the text, not
+    a `resource_link`) to the Worker's own folder is skipped without a notice: agents repeat
+    the links of the attachments they were given."""
     opened: list[_File] = []
     keyed: set[str] = set()
     for uri, name in links:
         if egress is None:
-            refused.append(f"{name or uri}: files are not sent from this agent")
+            if uri not in named:
+                refused.append(f"{name or uri}: files are not sent from this agent")
             continue
         try:
             f = egress.open(uri)
         except EgressRefused as exc:
-            refused.append(str(exc))
             log.warning("file refused for %s: %s", trigger, exc)
+            if not (uri in named and exc.code == PRIVATE):
+                refused.append(str(exc))
             continue
         try:
             digest = await asyncio.to_thread(_sha256_of, f.fd)
@@ -117,13 +122,17 @@ async def post_turn(
     egress: EgressRoots | None,
     reply_kind: str | None,
     journal: Callable[[list[str]], bool] = lambda keys: True,
+    named: list[tuple[str, str]] | None = None,
 ) -> Posted:
     """Files, a notice naming refused files, then the text; `journal` is handed every key
     of the Turn before the first of several parts is posted (docs/connect.md "Turns"), so
     a Worker killed in between knows that something may have landed. A journal that
     cannot be written sends no files (fail closed): the text says they were not sent."""
     out = Posted()
-    files = await _open_files(member_id, trigger, links, egress, out.refused)
+    named = named or []
+    files = await _open_files(
+        member_id, trigger, [*links, *named], egress, out.refused, frozenset(u for u, _ in named)
+    )
     try:
         several = [f.key for f in files]
         if out.refused:

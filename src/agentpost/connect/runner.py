@@ -206,6 +206,7 @@ class TurnRunner:
             self.egress,
             kind,
             journal,
+            result.named,
         )
         crash_point("after_post")
         fail_point("after_post")
@@ -310,8 +311,7 @@ class TurnRunner:
         links = []
         for a in ev.attachments:
             folder = self.workspace.turn_files_dir(session_folder, ev.id)
-            safe = os.path.basename(a.name) or a.id
-            dest = folder / f"{a.id}-{safe}"
+            dest = folder / attachment_file_name(a.id, a.name)
             try:
                 if not dest.exists():
                     media_id, size = a.id, a.size
@@ -376,3 +376,12 @@ def _age_seconds(created_at: str, skew: float = 0.0) -> float | None:
     except ValueError:
         return None
     return time.time() - skew - made.timestamp()
+
+
+def attachment_file_name(media_id: str, name: str) -> str:
+    """The saved file's name: the media id and the name's letters, digits, `.`, `-` and `_`
+    (others become `_`), so its `file://` link needs no percent-encoding (Gemini CLI turns a
+    link into a path without decoding it); the link's `name` keeps the name as given."""
+    base = os.path.basename(name)
+    slug = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in base)
+    return f"{media_id}-{slug.lstrip('.') or 'file'}"[:200]

@@ -99,7 +99,9 @@ class TurnCollector:
     def add(self, update: Update) -> None:
         if update.kind == "text":
             text = update.text
-            if self.broken and self.text and text:
+            if not text:
+                return  # an empty chunk (claude-agent-acp opens each message so) is no run
+            if self.broken and self.text:
                 text = _paragraph_between(self.text[-1], text) + text
             self.broken = False
             room = MAX_REPLY_CHARS - self.kept
@@ -139,6 +141,9 @@ class TurnResult:
     cut_from: int = 0  # the text's full length when only MAX_REPLY_CHARS were kept
     dropped_links: int = 0
     refused: list[tuple[str, str]] = field(default_factory=list)  # permissions, (what, policy)
+    # Files named as file:/// links in the text (`named_files`): sent like `links`, but one
+    # in the Worker's own folder (an attachment's link repeated) is skipped without a notice.
+    named: list[tuple[str, str]] = field(default_factory=list)
 
 
 def ended(
@@ -159,10 +164,10 @@ def ended(
     else:  # max_tokens, max_turn_requests: the agent stopped before it was done
         outcome = ERROR
     text = "".join(c.text).strip()
-    links = list(c.links) + named_files(text, c.links)
-    dropped = c.dropped_links + max(0, len(links) - MAX_LINKS)
+    named = named_files(text, c.links)[: max(0, MAX_LINKS - len(c.links))]
+    dropped = c.dropped_links + len(named_files(text, c.links)) - len(named)
     return TurnResult(
-        outcome, text, links[:MAX_LINKS], stop_reason, c.cut(), dropped, list(c.refused)
+        outcome, text, list(c.links), stop_reason, c.cut(), dropped, list(c.refused), named
     )
 
 

@@ -17,6 +17,7 @@ from agentpost.egress import EgressRefused
 INVALID_ARGUMENTS = "invalid_arguments"
 UNAUTHORIZED = "unauthorized"
 TOKEN_FILE_REFUSED = "token_file_refused"
+NOT_CONFIGURED = "not_configured"
 INTERNAL = "internal"
 
 _REMOVED = ("agent_removed", "member_removed")
@@ -81,3 +82,9 @@ def token_refused(message: str) -> ToolFailure:
         TOKEN_FILE_REFUSED,
         f"{message}; fix it and restart the MCP server (nothing was done)",
     )
+
+
+def not_configured(message: str) -> ToolFailure:
+    """The server's settings cannot work (a `--hub` that is no http(s) URL): `message`
+    says which. Every call says so, rather than the server dying after its handshake."""
+    return ToolFailure(NOT_CONFIGURED, f"{message}; fix it and restart the MCP server (nothing was done)")
