@@ -6,9 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +13,7 @@ from typing import Any
 import pytest
 
 from hubproc import HubProcess, Setup, poll
+from workerproc import WorkerProcess
 
 NODE_DIR = Path(__file__).parent / "node"
 REQUIRE = os.environ.get("AGENTPOST_REQUIRE_INTEROP") == "1"
@@ -87,55 +85,13 @@ def agent_env(vendor: str, model_url: str, home: Path, bin_dir: Path) -> dict[st
 
 
 @dataclass
-class Worker:
-    """One `agentpost connect` process; its stderr is the Worker's log."""
-
-    args: list[str]
-    env: dict[str, str]
-    log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, wait_agent: bool = True) -> Worker:
-        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "agentpost", "connect", *self.args],
-                stdout=log, stderr=log, env=self.env,
-            )
-        if wait_agent:
-            poll(lambda: "agent started" in self.log()[offset:] or self.died(), timeout=60)
-            assert not self.died(), self.log()
-        return self
-
-    def died(self) -> bool:
-        return self.proc is not None and self.proc.poll() is not None
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-
-@dataclass
 class Room:
     """A workspace of the test's own on the module's hub: alice (a person) owns the agent
     `bot`; carol is another person; all in room `general`."""
 
     setup: Setup
     tmp: Path
-    workers: list[Worker] = field(default_factory=list)
+    workers: list[WorkerProcess] = field(default_factory=list)
 
     @property
     def hub(self) -> HubProcess:
@@ -173,14 +129,19 @@ class Room:
         found: list[dict[str, Any]] = poll(lambda: self.replies_to(event_id), timeout=timeout)
         return found[0]
 
+    def token_file(self, member: str = "bot") -> Path:
+        """The member's token in a file of the test's own (mode 0600), as users keep it."""
+        path = self.tmp / f"{member}.token"
+        path.write_text(self.setup.tokens[member])
+        path.chmod(0o600)
+        return path
+
     def worker(self, agent: str, env: dict[str, str], *extra: str, member: str = "bot",
-               repo: Path | None = None, start: bool = True) -> Worker:
+               repo: Path | None = None, start: bool = True) -> WorkerProcess:
         repo = repo or self.tmp / f"repo-{member}"
         repo.mkdir(exist_ok=True)
-        token_file = self.tmp / f"{member}.token"
-        token_file.write_text(self.setup.tokens[member])
-        token_file.chmod(0o600)
-        w = Worker(
+        token_file = self.token_file(member)
+        w = WorkerProcess(
             args=["--agent", agent, "--token-file", str(token_file),
                   "--workspace-dir", str(self.tmp / f"ws-{member}"), "--repo", str(repo), *extra],
             env={**env, "AGENTPOST_HUB": self.hub.url},

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 from agentrun import Room, node_bin
+from fakes import FAKES
 from fakes.anthropic import FakeAnthropic
 from fakes.base import FakeServer
+from mcpclients import McpClient, configure
 from scripts import delay_for, script_for
 
 from hubproc import HubProcess, fresh_workspace, make_setup
@@ -47,3 +49,13 @@ def _serve(fake: FakeServer) -> Iterator[FakeServer]:
 @pytest.fixture
 def anthropic() -> Iterator[FakeServer]:
     yield from _serve(FakeAnthropic(script_for("claude"), delay_for))
+
+
+@pytest.fixture(params=["claude", "codex", "gemini"])
+def mcp_client(request: pytest.FixtureRequest, room: Room, agents_bin: Path) -> Iterator[McpClient]:
+    """Each real MCP client, configured as docs/mcp.md says to run `agentpost mcp` as bot,
+    and pointed at a fake of its vendor's model API."""
+    vendor = request.param
+    fake = FAKES[vendor](script_for(vendor), delay_for).start()
+    yield configure(vendor, fake, room.tmp / "home", agents_bin, room.hub.url, room.token_file())
+    fake.stop()

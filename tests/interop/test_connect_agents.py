@@ -13,15 +13,13 @@ from pathlib import Path
 
 import pytest
 from agentrun import Room, agent_env
-from fakes.anthropic import FakeAnthropic
+from fakes import FAKES
 from fakes.base import FakeServer
 from fakes.gemini import FakeGemini
-from fakes.openai import FakeOpenAI
 from scripts import delay_for, script_for
 
 from hubproc import poll
 
-FAKES = {"claude": FakeAnthropic, "codex": FakeOpenAI, "gemini": FakeGemini}
 COMMANDS = {"claude": "claude", "codex": "codex", "gemini": "gemini"}  # connect --agent NAME
 
 

@@ -10,21 +10,15 @@ import json
 import shlex
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from agentrun import Room
-from fakes.anthropic import FakeAnthropic
 from fakes.base import FakeServer
-from fakes.gemini import FakeGemini
-from fakes.openai import FakeOpenAI
-from mcpclients import McpClient, configure
-from scripts import delay_for, script_for
+from mcpclients import McpClient
 
 from hubproc import poll
 
-FAKES = {"claude": FakeAnthropic, "codex": FakeOpenAI, "gemini": FakeGemini}
 # Each client's event names for the hook's three moments, and its timeout unit.
 EVENTS = {
     "claude": {"SessionStart": "session-start", "UserPromptSubmit": "prompt", "Stop": "stop"},
@@ -58,17 +52,10 @@ def install_hooks(client: McpClient, hub_url: str, token_file: Path) -> None:
         path.write_text(json.dumps(settings))
 
 
-@pytest.fixture(params=["claude", "codex", "gemini"])
-def client(request: pytest.FixtureRequest, room: Room, agents_bin: Path) -> Iterator[McpClient]:
-    vendor = request.param
-    fake = FAKES[vendor](script_for(vendor), delay_for).start()
-    token_file = room.tmp / "bot.token"
-    token_file.write_text(room.setup.tokens["bot"])
-    token_file.chmod(0o600)
-    c = configure(vendor, fake, room.tmp / "home", agents_bin, room.hub.url, token_file)
-    install_hooks(c, room.hub.url, token_file)
-    yield c
-    fake.stop()
+@pytest.fixture
+def client(mcp_client: McpClient, room: Room) -> McpClient:
+    install_hooks(mcp_client, room.hub.url, room.token_file())
+    return mcp_client
 
 
 def _requests(fake: FakeServer, since: int = 0) -> list[str]:

@@ -5,30 +5,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from agentrun import Room
-from fakes.anthropic import FakeAnthropic
-from fakes.gemini import FakeGemini
-from fakes.openai import FakeOpenAI
-from mcpclients import McpClient, configure
-from scripts import delay_for, script_for
+from mcpclients import McpClient
 
-FAKES = {"claude": FakeAnthropic, "codex": FakeOpenAI, "gemini": FakeGemini}
 TOOLS = ("post_message", "reply", "read_inbox", "ack_inbox", "read_room", "upload_file")
 
 
-@pytest.fixture(params=["claude", "codex", "gemini"])
-def client(request: pytest.FixtureRequest, room: Room, agents_bin: Path) -> Iterator[McpClient]:
-    vendor = request.param
-    fake = FAKES[vendor](script_for(vendor), delay_for).start()
-    token_file = room.tmp / "bot.token"
-    token_file.write_text(room.setup.tokens["bot"])
-    token_file.chmod(0o600)
-    yield configure(vendor, fake, room.tmp / "home", agents_bin, room.hub.url, token_file)
-    fake.stop()
+@pytest.fixture
+def client(mcp_client: McpClient) -> McpClient:
+    return mcp_client
 
 
 def _first_request(client: McpClient) -> str:

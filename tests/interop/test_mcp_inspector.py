@@ -12,9 +12,7 @@ from mcpclients import mcp_command
 
 
 def _inspect(room: Room, agents_bin: Path, *method: str) -> dict[str, object]:
-    token_file = room.tmp / "bot.token"
-    token_file.write_text(room.setup.tokens["bot"])
-    token_file.chmod(0o600)
+    token_file = room.token_file()
     cmd = [str(agents_bin / "mcp-inspector"), "--cli",
            *mcp_command(room.hub.url, token_file), *method]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
