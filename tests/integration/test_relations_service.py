@@ -24,7 +24,8 @@ class InProcess:
         self.client = client
         self.hub: Hub = app.state.hub
         admin = {"Authorization": "Bearer " + (data / "admin.token").read_text().strip()}
-        assert client.post("/v1/admin/workspaces", json={"name": "acme"}, headers=admin)
+        made = client.post("/v1/admin/workspaces", json={"name": "acme"}, headers=admin)
+        assert made.status_code == 201, made.text
         self.auth: dict[str, dict[str, str]] = {}
         for name, kind in [("alice", "human"), ("carol", "human"), ("bot", "agent")]:
             body = {"name": name, "kind": kind, "owner": "alice" if kind == "agent" else None}
