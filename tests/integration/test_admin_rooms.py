@@ -131,12 +131,18 @@ def test_capabilities_healthz_metrics(hub: HubProcess) -> None:
             "header": "Idempotency-Key",
             "status_header": "Idempotency-Status",
             "ttl_seconds": 86400,
-            "routes": ["POST /v1/rooms/{room}/messages", "POST /v1/rooms/{room}/media"],
+            "routes": [
+                "POST /v1/rooms/{room}/messages",
+                "POST /v1/rooms/{room}/media",
+                "POST /v1/rooms/{room}/events/{event}/edits",
+                "POST /v1/rooms/{room}/events/{event}/reactions",
+                "POST /v1/rooms/{room}/events/{event}/redactions",
+            ],
         }
         assert caps["max_upload_bytes"] > 0 and "room_post_idempotency" in caps["features"]
         # What a client may look for before using the routes of docs/delivery.md,
         # docs/presence.md and docs/search.md.
-        assert {"delivery_state", "presence", "search"} <= set(caps["features"])
+        assert {"delivery_state", "presence", "search", "relations"} <= set(caps["features"])
         assert c.get("/healthz").json() == {"status": "ok"}
     with setup.hub.client(setup.tokens["alice"]) as a:
         for text in ("x", "x", "y"):  # created, replayed, conflict

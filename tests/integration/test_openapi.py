@@ -53,7 +53,7 @@ def test_openapi_json_is_served(hub: HubProcess) -> None:
     assert r.json()["openapi"].startswith("3.1")
 
 
-def _config(setup: Setup, media_id: str) -> str:
+def _config(setup: Setup, media_id: str, event_ids: list[str]) -> str:
     """schemathesis.toml: real tokens per security scheme; real ids for path params most of
     the time (so the fuzzer gets past 404s), random ones the rest of the time."""
 
@@ -88,11 +88,15 @@ values = ["carol", "helper"]
 [dictionaries.media]
 values = [{q(media_id)}]
 
+[dictionaries.events]
+values = [{", ".join(q(e) for e in event_ids)}]
+
 [parameters]
 "path.room" = {{ dictionary = "rooms", probability = 0.8 }}
 "path.ws" = {{ dictionary = "workspaces", probability = 0.7 }}
 "path.name" = {{ dictionary = "names", probability = 0.5 }}
 "path.media" = {{ dictionary = "media", probability = 0.7 }}
+"path.event" = {{ dictionary = "events", probability = 0.7 }}
 
 # A long poll would hold each case for up to 60 s; `wait` parsing has its own plain test.
 [[operations]]
@@ -110,6 +114,13 @@ include-name = ["POST /v1/admin/workspaces/{{ws}}/members", "POST /v1/workspaces
                 "PATCH /v1/rooms/{{room}}", "GET /v1/search"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409"]
 
+# Edits, reactions and redactions refuse schema-valid bodies by rule: another member's
+# event (403 `not_event_sender`), a blank text or an emoji with a space (400), a redacted
+# target (409 `event_redacted`), a relation event as target (422 `invalid_relation_target`).
+[[operations]]
+include-path-regex = "/(edits|reactions|redactions)$"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "422"]
+
 # Multipart fields are text on the wire: a "number" the fuzzer puts in `text` or `file`
 # arrives as the string it is, which the route rightly takes.
 [[operations]]
@@ -125,11 +136,13 @@ request-timeout = 0.5
 """
 
 
-def _seed(setup: Setup) -> str:
-    """Give the room an event, a media file and an inbox item; return the media id."""
+def _seed(setup: Setup) -> tuple[str, list[str]]:
+    """Give the room events (alice's, bot's), a media file and an inbox item; return the
+    media id and the event ids."""
     with setup.hub.client(setup.tokens["alice"]) as alice:
         r = alice.post(f"/v1/rooms/{setup.room}/messages", json={"text": "hello @bot"})
         assert r.status_code == 201, r.text
+        first: str = r.json()["event"]["id"]
         files = {"file": ("a.txt", b"hello", "text/plain")}
         r = alice.post(f"/v1/rooms/{setup.room}/media", files=files)
         assert r.status_code == 201, r.text
@@ -137,12 +150,13 @@ def _seed(setup: Setup) -> str:
     with setup.hub.client(setup.tokens["bot"]) as bot:
         r = bot.post(f"/v1/rooms/{setup.room}/messages", json={"text": "hi @alice"})
         assert r.status_code == 201, r.text
-    return media_id
+        second: str = r.json()["event"]["id"]
+    return media_id, [first, second]
 
 
 def test_schemathesis_finds_no_mismatch(setup: Setup, tmp_path: Path) -> None:
     config = tmp_path / "schemathesis.toml"
-    config.write_text(_config(setup, _seed(setup)))
+    config.write_text(_config(setup, *_seed(setup)))
     cmd = [
         sys.executable,
         "-m",

@@ -32,9 +32,18 @@ def _event_line(ev: Event) -> str:
     files = "".join(f" [cyan]{escape(f'[{a.name} {a.size}B]')}[/cyan]" for a in ev.attachments)
     kind = f" [magenta]({ev.reply_kind})[/magenta]" if ev.reply_kind else ""
     to = f" [dim]→ {', '.join(ev.targets)}[/dim]" if ev.targets else ""
+    text = escape(ev.text)
+    if ev.relates_to is not None:  # an edit, a reaction, a redaction (docs/api.md)
+        what = ev.metadata.get("emoji", "") if ev.type == "reaction" else ev.text
+        text = f"[dim]{ev.type} of {ev.relates_to}[/dim] {escape(str(what))}"
+    elif ev.redacted:
+        text = "[dim](message deleted)[/dim]"
+    elif ev.edited:
+        text += " [dim](edited)[/dim]"
+    marks = "".join(f" {escape(r.emoji)}{r.count}" for r in ev.reactions)
     return (
         f"[dim]{ev.seq:>5} {ev.created_at}[/dim] [bold]{ev.sender}[/bold]{kind}: "
-        f"{escape(ev.text)}{files}{to}"
+        f"{text}{files}{to}{marks}"
     )
 
 

@@ -438,6 +438,52 @@ class AsyncHubClient:
             idempotency_status=resp.headers.get("idempotency-status"),
         )
 
+    # -- relations (docs/api.md "Relations") ------------------------------------------
+
+    async def edit(
+        self, room_id: str, event_id: str, text: str, *, key: str | None = None
+    ) -> PostResult:
+        """Replace the text of your own message (or a media event's caption); the answer is
+        the edit event, the message reads with the new text and `edited` from now on."""
+        return await self._relate(room_id, event_id, "edits", {"text": text}, key)
+
+    async def react(
+        self,
+        room_id: str,
+        event_id: str,
+        emoji: str,
+        *,
+        remove: bool = False,
+        key: str | None = None,
+    ) -> PostResult:
+        """React to an event with `emoji` (`remove`: take your reaction back)."""
+        body: dict[str, Any] = {"emoji": emoji}
+        if remove:
+            body["remove"] = True
+        return await self._relate(room_id, event_id, "reactions", body, key)
+
+    async def redact(
+        self, room_id: str, event_id: str, reason: str | None = None, *, key: str | None = None
+    ) -> PostResult:
+        """Hide an event's text and files for good (yours, or one you may redact)."""
+        body = {} if reason is None else {"reason": reason}
+        return await self._relate(room_id, event_id, "redactions", body, key)
+
+    async def _relate(
+        self, room_id: str, event_id: str, kind: str, body: dict[str, Any], key: str | None
+    ) -> PostResult:
+        resp = await self.request(
+            "POST",
+            f"/v1/rooms/{segment(room_id, 'room id')}/events/{segment(event_id, 'event id')}"
+            f"/{kind}",
+            json=body,
+            headers=self._post_headers(key),
+        )
+        return PostResult(
+            event=msgspec.convert(resp.json()["event"], Event),
+            idempotency_status=resp.headers.get("idempotency-status"),
+        )
+
     async def upload(
         self,
         room_id: str,

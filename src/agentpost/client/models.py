@@ -15,6 +15,14 @@ class Attachment(msgspec.Struct):
     sha256: str
 
 
+class Reaction(msgspec.Struct):
+    """One emoji on an event: who reacted with it (docs/api.md "Relations")."""
+
+    emoji: str
+    count: int
+    members: list[str]
+
+
 class Event(msgspec.Struct):
     id: str
     room: str
@@ -30,6 +38,13 @@ class Event(msgspec.Struct):
     targets: list[str]
     created_at: str
     route: str = ""
+    # Relations (docs/api.md "Relations"): the target of an edit/reaction/redaction event,
+    # and what relations did to this one (latest text, reactions, redacted).
+    relates_to: str | None = None
+    edited: bool = False
+    edited_at: str | None = None
+    reactions: list[Reaction] = []
+    redacted: bool = False
 
 
 class Room(msgspec.Struct):

@@ -43,6 +43,7 @@ from agentpost.hub.routes import (
     members,
     messages,
     meta,
+    relations,
     rooms,
     search,
     thin,
@@ -86,6 +87,11 @@ ROUTES = [
     Route("/v1/rooms/{room}/stream-ticket", events.stream_ticket, methods=["POST"]),
     Route("/v1/events/{event}", events.get_event, methods=["GET"]),
     Route("/v1/rooms/{room}/events/{event}/delivery", delivery.delivery_state, methods=["GET"]),
+    Route("/v1/rooms/{room}/events/{event}/edits", relations.post_edit, methods=["POST"]),
+    Route("/v1/rooms/{room}/events/{event}/reactions", relations.post_reaction, methods=["POST"]),
+    Route(
+        "/v1/rooms/{room}/events/{event}/redactions", relations.post_redaction, methods=["POST"]
+    ),
     Route("/v1/events/{event}/delivery", delivery.delivery_state, methods=["GET"]),
     Route("/v1/media/{media}", messages.get_media, methods=["GET"]),
     Route("/v1/search", search.search, methods=["GET"]),

@@ -20,6 +20,7 @@ from agentpost.hub.schemas import (
     AckIn,
     CancelIn,
     DeliveryOut,
+    EditIn,
     Event,
     FenceIn,
     LeaseCurrent,
@@ -33,6 +34,8 @@ from agentpost.hub.schemas import (
     MemberSeen,
     MessageIn,
     Name,
+    ReactionIn,
+    RedactionIn,
     RoomIn,
     RoomOut,
     RoomSettingsIn,
@@ -228,6 +231,7 @@ _STRUCTS += [DeliveryReply]  # delivery state (docs/delivery.md)
 _STRUCTS += [PresenceList]  # presence (docs/presence.md)
 _STRUCTS += [SearchReply]  # search (docs/search.md)
 _STRUCTS += [LeaseIn, FenceIn, LeaseTaken, LeaseReply, LeaseCurrent, LeaseReleased]  # §6
+_STRUCTS += [EditIn, ReactionIn, RedactionIn]  # relations (§13)
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -325,7 +329,7 @@ WORKER_FENCE = {
     "in": "header",
     "required": False,
     "schema": {"type": "string", "pattern": "^[1-9][0-9]{0,17}$"},
-    "description": "a Worker's lease fence (docs/connect.md \"One Worker per agent\"): a post"
+    "description": 'a Worker\'s lease fence (docs/connect.md "One Worker per agent"): a post'
     " naming a fence that is no longer the agent's lease is 409 `lease_lost`",
 }
 IDEMPOTENCY_STATUS = {
@@ -636,7 +640,7 @@ def _operations() -> dict[str, dict[str, Any]]:
                         },
                     },
                 ),
-                [*AUTH, Code.MEDIA_NOT_FOUND, Code.NOT_FOUND, *WRITE],
+                [*AUTH, Code.MEDIA_NOT_FOUND, Code.MEDIA_REDACTED, Code.NOT_FOUND, *WRITE],
                 security=MEMBER,
                 params=[MEDIA_ID],
             )
@@ -707,9 +711,37 @@ def _operations() -> dict[str, dict[str, Any]]:
             )
         },
         **_thread_operations(),
+        **_relation_operations(),
         **_lease_operations(),
         **_page_operations(),
     }
+
+
+def _relation_operations() -> dict[str, dict[str, Any]]:
+    """Edits, reactions and redactions (docs/api.md "Relations"): keyed and gated as posts."""
+    refusals = [*BODY, *POST, Code.LEASE_LOST, Code.EVENT_NOT_FOUND, Code.EVENT_REDACTED]
+    refusals += [Code.INVALID_RELATION_TARGET]
+    params = [ROOM_ID, EVENT_ID, IDEMPOTENCY_KEY, WORKER_FENCE]
+    out: dict[str, dict[str, Any]] = {}
+    for kind, name, body, own in [
+        ("edits", "edit_event", "EditIn", [Code.NOT_EVENT_SENDER]),
+        ("reactions", "react_to_event", "ReactionIn", [Code.INVALID_EMOJI, Code.REACTION_LIMIT]),
+        ("redactions", "redact_event", "RedactionIn", [Code.NOT_EVENT_SENDER]),
+    ]:
+        op = _op(
+            name,
+            (201, {**_json("EventPosted"), "headers": IDEMPOTENCY_STATUS}),
+            [*refusals, *own],
+            security=MEMBER,
+            params=params,
+            body=body,
+        )
+        # A refusal for content is recorded under the key and replayed with its status (§3).
+        op["responses"]["422"]["headers"] = IDEMPOTENCY_STATUS
+        if kind == "redactions":
+            op["requestBody"]["required"] = False  # no body: no reason
+        out[f"/v1/rooms/{{room}}/events/{{event}}/{kind}"] = {"post": op}
+    return out
 
 
 def _lease_operations() -> dict[str, dict[str, Any]]:
@@ -724,8 +756,9 @@ def _lease_operations() -> dict[str, dict[str, Any]]:
                 security=MEMBER,
                 body="LeaseIn",
             ),
-            "get": _op("worker_lease", (200, _json("LeaseCurrent")), [*AUTH, *WRITE],
-                       security=MEMBER),
+            "get": _op(
+                "worker_lease", (200, _json("LeaseCurrent")), [*AUTH, *WRITE], security=MEMBER
+            ),
         },
         "/v1/worker/lease/renew": {
             "post": _op(

@@ -15,7 +15,7 @@ import msgspec
 from agentpost.core.clock import now_ms, rfc3339
 from agentpost.core.errors import AuthError, Code, RequestError
 from agentpost.core.ids import new_id
-from agentpost.hub import auth, leases, routing
+from agentpost.hub import auth, kinds, leases, routing
 from agentpost.hub.idempotency import CREATED, STATE_CREATED, Answer, Created, Rejected
 from agentpost.hub.notify import inbox_key, room_key
 from agentpost.hub.routing import sensitive
@@ -118,7 +118,7 @@ def append_notice(tx: Tx, room: Room, notice: routing.fences.Notice, about: str)
         seq=seq,
         sender=routing.fences.NOTICE_SENDER,
         sender_kind="system",
-        type="notice",
+        type=kinds.NOTICE,
         text=notice.text,
         attachments=[],
         metadata=notice.metadata,
@@ -162,7 +162,8 @@ def create_message(
             Code.INVALID_REQUEST, f"no event {replied_to!r} in this room", field="$.in_reply_to"
         )
     ids: list[str] = normalized["attachments"]
-    found = {m.id: m for m in media.by_ids(tx, room.id, ids)}
+    # A redacted file is no file of the room any more (hub/relations.py).
+    found = {m.id: m for m in media.by_ids(tx, room.id, ids) if not m.redacted}
     missing = [i for i in ids if i not in found]
     if missing:
         raise RequestError(
@@ -174,7 +175,7 @@ def create_message(
         tx,
         room,
         sender,
-        type_="message",
+        type_=kinds.MESSAGE,
         text=normalized["text"],
         attachments=[attachment_of(found[i]) for i in ids],
         metadata=normalized["metadata"],
@@ -206,7 +207,7 @@ def create_media_event(
         tx,
         room,
         sender,
-        type_="media",
+        type_=kinds.MEDIA,
         text=caption,
         attachments=[attachment_of(stored)],
         metadata={},
@@ -324,7 +325,7 @@ def write_plain(tx: Tx, posts: list[PlainPost]) -> list[tuple[Answer, list[str]]
             seq=seq,
             sender=p.sender.name,
             sender_kind=p.sender.kind,
-            type="message",
+            type=kinds.MESSAGE,
             text=p.text,
             attachments=[],
             metadata=p.metadata,

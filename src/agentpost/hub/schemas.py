@@ -85,6 +85,26 @@ class MessageIn(msgspec.Struct, forbid_unknown_fields=True):
     attachments: Annotated[list[str], msgspec.Meta(max_length=32)] = []
 
 
+class EditIn(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /v1/rooms/{room}/events/{event}/edits`: the event's new text (docs/api.md)."""
+
+    text: Annotated[str, msgspec.Meta(max_length=65536)]
+
+
+class ReactionIn(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /v1/rooms/{room}/events/{event}/reactions`: add an emoji, or take it back
+    (`remove`). The emoji's own rules are checked by hub/relations.py (`invalid_emoji`)."""
+
+    emoji: Annotated[str, msgspec.Meta(max_length=64)]
+    remove: bool = False
+
+
+class RedactionIn(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /v1/rooms/{room}/events/{event}/redactions`: hide the event's text and files."""
+
+    reason: Annotated[str, msgspec.Meta(max_length=1024)] | None = None
+
+
 class CancelIn(msgspec.Struct, forbid_unknown_fields=True):
     """`POST /v1/rooms/{room}/cancel`: stop the running Turn of `agent` (default: every agent
     of the room), as a person typing `/stop` would (docs/connect.md)."""
@@ -127,8 +147,18 @@ class Attachment(msgspec.Struct):
     sha256: str
 
 
+class Reaction(msgspec.Struct):
+    """One emoji on an event (docs/api.md "Relations"): who reacted with it, in order."""
+
+    emoji: str
+    count: int
+    members: list[str]
+
+
 class Event(msgspec.Struct):
-    """EVENT (docs/api.md); field order is the order served."""
+    """EVENT (docs/api.md); field order is the order served. The fields after `route`
+    say what relations did to it (hub/relations.py decides them); an event stored before
+    them reads them as their defaults."""
 
     id: str
     room: str
@@ -144,6 +174,11 @@ class Event(msgspec.Struct):
     targets: list[str]
     created_at: str
     route: str = ""  # why `targets` were woken (docs/delegation.md); more EVENT fields may follow
+    relates_to: str | None = None  # the target of an edit, a reaction or a redaction
+    edited: bool = False
+    edited_at: str | None = None
+    reactions: list[Reaction] = []
+    redacted: bool = False
 
 
 class RoomOut(msgspec.Struct):

@@ -6,18 +6,30 @@ from agentpost.store import search
 from agentpost.store.engine import Db, Row
 
 
-def insert(db: Db, room_id: str, seq: int, event_id: str, body: bytes, text: str) -> None:
-    """Store the event and index its `text` for search, in the same transaction (§12)."""
+def insert(
+    db: Db,
+    room_id: str,
+    seq: int,
+    event_id: str,
+    body: bytes,
+    text: str,
+    relates_to: str | None = None,
+) -> None:
+    """Store the event and index its `text` for search, in the same transaction (§12). A
+    relation event (`relates_to`: an edit, a reaction, a redaction) is never indexed: its
+    target's latest text is (`reshow`)."""
+    if relates_to is not None:
+        text = ""
     if db.dialect == "postgres":
         db.run(
-            "INSERT INTO events (room_id, seq, id, body, search)"
-            " VALUES (?, ?, ?, ?, to_tsvector('simple', ?))",
-            (room_id, seq, event_id, body, search.indexed_text(text)),
+            "INSERT INTO events (room_id, seq, id, body, search, relates_to)"
+            " VALUES (?, ?, ?, ?, to_tsvector('simple', ?), ?)",
+            (room_id, seq, event_id, body, search.indexed_text(text), relates_to),
         )
         return
     db.run(
-        "INSERT INTO events (room_id, seq, id, body) VALUES (?, ?, ?, ?)",
-        (room_id, seq, event_id, body),
+        "INSERT INTO events (room_id, seq, id, body, relates_to) VALUES (?, ?, ?, ?, ?)",
+        (room_id, seq, event_id, body, relates_to),
     )
     if text:
         # The row just inserted on this connection: its rowid keys the FTS5 row.
@@ -111,6 +123,41 @@ def room_of(db: Db, event_id: str) -> str | None:
 
 def replace_body(db: Db, event_id: str, body: bytes) -> None:
     db.run("UPDATE events SET body = ? WHERE id = ?", (body, event_id))
+
+
+def reshow(db: Db, event_id: str, body: bytes, old_text: str, new_text: str) -> None:
+    """Serve `body` for the event from now on and index `new_text` in place of `old_text`
+    (its text as indexed until now), in the caller's transaction: an edit re-indexes, a
+    redaction (`new_text` "") leaves the index (docs/search.md)."""
+    if db.dialect == "postgres":
+        db.run(
+            "UPDATE events SET body = ?, search = to_tsvector('simple', ?) WHERE id = ?",
+            (body, search.indexed_text(new_text), event_id),
+        )
+        return
+    row = db.one("SELECT rowid FROM events WHERE id = ?", (event_id,))
+    assert row is not None, "reshow names an event the caller holds locked"
+    rowid = int(row[0])
+    db.run("UPDATE events SET body = ? WHERE id = ?", (body, event_id))
+    # An external-content FTS5 table forgets a row only when told the text it indexed.
+    if old_text:
+        db.run(
+            "INSERT INTO event_search (event_search, rowid, text) VALUES ('delete', ?, ?)",
+            (rowid, search.indexed_text(old_text)),
+        )
+    if new_text:
+        db.run(
+            "INSERT INTO event_search (rowid, text) VALUES (?, ?)",
+            (rowid, search.indexed_text(new_text)),
+        )
+
+
+def relations_of(db: Db, target_id: str) -> list[tuple[str, bytes]]:
+    """(id, body) of the events that name `target_id` as `relates_to`, oldest first."""
+    rows = db.all(
+        "SELECT id, body FROM events WHERE relates_to = ? ORDER BY seq", (target_id,)
+    )
+    return [(str(r[0]), bytes(r[1])) for r in rows]
 
 
 def lock(db: Db, event_id: str) -> tuple[str, int, bytes] | None:

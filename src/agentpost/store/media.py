@@ -5,7 +5,7 @@ from __future__ import annotations
 from agentpost.store.engine import Db, Row
 from agentpost.store.models import MediaRow
 
-_COLS = "id, room_id, sha256, name, mime_type, size, uploader, created_at"
+_COLS = "id, room_id, sha256, name, mime_type, size, uploader, created_at, redacted"
 
 
 def _media(row: Row) -> MediaRow:
@@ -18,13 +18,24 @@ def _media(row: Row) -> MediaRow:
         size=int(row[5]),
         uploader=row[6],
         created_at=int(row[7]),
+        redacted=bool(row[8]),
     )
 
 
 def insert(db: Db, m: MediaRow) -> None:
     db.run(
-        f"INSERT INTO media ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (m.id, m.room_id, m.sha256, m.name, m.mime_type, m.size, m.uploader, m.created_at),
+        f"INSERT INTO media ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            m.id,
+            m.room_id,
+            m.sha256,
+            m.name,
+            m.mime_type,
+            m.size,
+            m.uploader,
+            m.created_at,
+            int(m.redacted),
+        ),
     )
 
 
@@ -41,3 +52,14 @@ def by_ids(db: Db, room_id: str, ids: list[str]) -> list[MediaRow]:
         f"SELECT {_COLS} FROM media WHERE room_id = ? AND id IN ({marks})", (room_id, *ids)
     )
     return [_media(r) for r in rows]
+
+
+def redact(db: Db, room_id: str, ids: list[str]) -> None:
+    """Hide these media of the room for good: their bytes are no longer served (a redaction,
+    docs/api.md "Relations")."""
+    if ids:
+        marks = ",".join("?" * len(ids))
+        db.run(
+            f"UPDATE media SET redacted = 1 WHERE room_id = ? AND id IN ({marks})",
+            (room_id, *ids),
+        )

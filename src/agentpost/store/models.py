@@ -60,6 +60,7 @@ class MediaRow(msgspec.Struct, frozen=True):
     size: int
     uploader: str
     created_at: int
+    redacted: bool = False  # a redaction hid it: its bytes are no longer served
 
 
 class Lease(msgspec.Struct, frozen=True):

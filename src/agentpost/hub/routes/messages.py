@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -22,6 +21,7 @@ from agentpost.hub.routes.rooms import visible_room
 from agentpost.hub.routing import router
 from agentpost.hub.schemas import CancelIn, MessageIn
 from agentpost.hub.state import Hub, hub_of
+from agentpost.hub.submit import submit
 from agentpost.store import media
 from agentpost.store.batch import AsData
 from agentpost.store.engine import Db, Tx
@@ -70,33 +70,14 @@ async def _post(
     member_id: str,
     key: str | None,
     fp: str | None,
-    create: Any,
+    create: Callable[[Tx], Created],
     prepare: Callable[[], Awaitable[None]] | None = None,
     order: str = "",
     as_data: AsData | None = None,
 ) -> Response:
-    """Run one post through the key rules (or straight, without a key); count it."""
-    started = time.perf_counter()
-    outcome = "error"
-    try:
-        if key is not None and fp is not None:
-            ans = await hub.idempotency.run(member_id, key, fp, create, prepare, order, as_data)
-        else:
-            if prepare is not None:
-                await prepare()
-            made: Created = await hub.engine.write(create, order)
-            ans = Answer(made.status, made.body, idempotency.CREATED)
-        outcome = ans.idempotency_status if ans.status < 300 else "rejected"
-        if ans.idempotency_status == idempotency.REPLAYED:
-            hub.metrics.replays.inc()
-        return answer_response(ans, key is not None)
-    except AgentpostError as exc:
-        outcome = str(exc.code)
-        if exc.code is Code.IDEMPOTENCY_CONFLICT:
-            hub.metrics.conflicts.inc()
-        raise
-    finally:
-        hub.metrics.count_post(route, outcome, time.perf_counter() - started)
+    """Run one post through the key rules (or straight, without a key); answer it."""
+    ans = await submit(hub, route, member_id, key, fp, create, prepare, order, as_data)
+    return answer_response(ans, key is not None)
 
 
 async def post_message(request: Request) -> Response:
@@ -261,6 +242,10 @@ async def get_media(request: Request) -> Response:
         except AgentpostError:
             # Not a participant: the media does not exist for this member.
             raise RequestError(Code.MEDIA_NOT_FOUND, f"no media {media_id!r}") from None
+        if row.redacted:
+            raise RequestError(
+                Code.MEDIA_REDACTED, f"media {media_id!r} was redacted; its file is gone"
+            )
         return row
 
     row = await hub.engine.read(read)

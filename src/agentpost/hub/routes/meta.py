@@ -7,7 +7,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from agentpost import __version__
-from agentpost.hub import idempotency
+from agentpost.hub import idempotency, relations
 from agentpost.hub.errors import json_response
 from agentpost.hub.openapi import document_bytes
 from agentpost.hub.state import hub_of
@@ -21,6 +21,7 @@ FEATURES = [
     "delivery_state",
     "presence",
     "search",
+    "relations",
 ]
 
 
@@ -35,7 +36,13 @@ def capabilities_body(max_upload_bytes: int, ttl_seconds: int) -> dict[str, obje
             "header": idempotency.HEADER,
             "status_header": idempotency.STATUS_HEADER,
             "ttl_seconds": ttl_seconds,
-            "routes": ["POST /v1/rooms/{room}/messages", "POST /v1/rooms/{room}/media"],
+            "routes": [
+                "POST /v1/rooms/{room}/messages",
+                "POST /v1/rooms/{room}/media",
+                relations.EDITS_ROUTE,
+                relations.REACTIONS_ROUTE,
+                relations.REDACTIONS_ROUTE,
+            ],
         },
         "max_upload_bytes": max_upload_bytes,
         "features": FEATURES,

@@ -230,10 +230,30 @@ async function openRoom(roomId) {
   state.stream = new RoomStream(roomId, after, onLive, onStreamState);
 }
 
+// The latest read asked per event: an older answer never draws over a newer one.
+const refreshing = new Map();
+
+/** Draw `id` again as the hub serves it now: an edit, reaction or redaction named it. */
+async function refreshEvent(roomId, id) {
+  const ask = (refreshing.get(id) || 0) + 1;
+  refreshing.set(id, ask);
+  try {
+    const event = (await api.call("GET", `/v1/events/${encodeURIComponent(id)}`)).body.event;
+    if (state.roomId === roomId && refreshing.get(id) === ask) timeline.replace(event);
+  } catch (err) {
+    if (state.roomId === roomId) roomStatus(`Could not update a message: ${err.message}`);
+  } finally {
+    if (refreshing.get(id) === ask) refreshing.delete(id);
+  }
+}
+
 function onLive(event) {
   if (event.room !== state.roomId) return;
   const follow = nearEnd();
   if (!timeline.add(event)) return;
+  if (event.relates_to && timeline.has(event.relates_to)) {
+    refreshEvent(event.room, event.relates_to);
+  }
   if (follow) scrollToEnd(true);
   presence.eventsArrived();
 }

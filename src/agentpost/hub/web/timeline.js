@@ -1,6 +1,9 @@
 // A room's timeline: events drawn once each (by id), in seq order, as text — never HTML.
 // Receipts get a badge (returned, failed, needs input, cancelled; never "completed") and a
 // link to the message they answer; who was woken and why is in each event's details.
+// Edits, reactions and redactions (docs/web.md) are drawn on the message they name, as the
+// hub serves it (latest text, "edited", reactions, "Message deleted"); the relation events
+// themselves keep their place in the list, hidden.
 
 import * as api from "./api.js";
 
@@ -117,6 +120,17 @@ export class Timeline {
     return this.byId.has(id);
   }
 
+  /** Draw `event` again as the hub now serves it (after an edit, reaction, redaction). */
+  replace(event) {
+    const old = this.byId.get(event.id);
+    if (!old) return false;
+    const node = this.render(event);
+    old.replaceWith(node);
+    this.byId.set(event.id, node);
+    if (this.receipts.has(event.id)) this.showReceipts(event.id);
+    return true;
+  }
+
   /** Draw `event` unless it is drawn already; true when it was new. */
   add(event) {
     if (!event || typeof event.id !== "string" || this.byId.has(event.id)) return false;
@@ -177,6 +191,12 @@ export class Timeline {
     item.dataset.eventId = event.id;
     item.dataset.seq = String(event.seq);
     item.tabIndex = -1;
+    if (event.relates_to) {
+      // An edit, a reaction or a redaction: shown on its target, kept here for the order.
+      item.hidden = true;
+      item.dataset.relatesTo = event.relates_to;
+      return item;
+    }
     // A notice: a stored notice event, or a Worker's line marked `agentpost/notice` (docs/connect.md).
     const md = event.metadata || {};
     const notice = event.type === "notice" || typeof md["agentpost/notice"] === "string";
@@ -205,13 +225,22 @@ export class Timeline {
     item.append(meta);
 
     if (notice) item.setAttribute("role", "note");
-    if (event.text) {
+    if (event.redacted) {
+      item.classList.add("redacted");
+      item.append(el("p", "text deleted", "Message deleted"));
+    } else if (event.text) {
       const text = el("p", "text");
       textWithLinks(text, event.text);
+      if (event.edited) text.append(this.editedMark(event));
       item.append(text);
+    } else if (event.edited) {
+      item.append(this.editedMark(event));
     }
     if (Array.isArray(event.attachments) && event.attachments.length) {
       item.append(this.renderAttachments(event.attachments));
+    }
+    if (Array.isArray(event.reactions) && event.reactions.length) {
+      item.append(this.renderReactions(event.reactions));
     }
     if (event.in_reply_to) item.append(this.answersLink(event));
     if (Array.isArray(md.delegated_to) && md.delegated_to.length) {
@@ -227,6 +256,27 @@ export class Timeline {
     item.append(delivery);
     item.append(this.routing(event));
     return item;
+  }
+
+  editedMark(event) {
+    const mark = el("span", "edited", " (edited)");
+    if (event.edited_at) mark.title = `edited ${event.edited_at}`;
+    return mark;
+  }
+
+  /** Reactions under a message: each emoji with its count; its name says who reacted. */
+  renderReactions(reactions) {
+    const list = el("ul", "reactions");
+    list.setAttribute("aria-label", "Reactions");
+    for (const reaction of reactions) {
+      const members = Array.isArray(reaction.members) ? reaction.members : [];
+      const item = el("li", "reaction", `${reaction.emoji} ${reaction.count}`);
+      const who = `${reaction.emoji} ${reaction.count}: ${members.join(", ")}`;
+      item.setAttribute("aria-label", who);
+      item.title = who;
+      list.append(item);
+    }
+    return list;
   }
 
   /** "depth 3/8" on a delegation, or on a delegation stopped at the depth limit. */
