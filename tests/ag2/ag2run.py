@@ -48,6 +48,15 @@ def events(hub: HubProcess, token: str, room: str) -> list[dict[str, Any]]:
         return found
 
 
+def said(hub: HubProcess, token: str, room: str, sender: str) -> list[dict[str, Any]]:
+    """The messages and files `sender` posted in the room (no relations, no notices)."""
+    return [
+        e
+        for e in events(hub, token, room)
+        if e["sender"] == sender and e["type"] in ("message", "media")
+    ]
+
+
 def inbox(hub: HubProcess, token: str) -> list[dict[str, Any]]:
     with hub.client(token) as c:
         r = c.get("/v1/inbox", params={"after": 0})

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from ag2run import events, inbox, post, relay, served, setup_ag2, tasks
+from ag2run import events, inbox, post, relay, said, served, setup_ag2, tasks
 
 from hubproc import HubProcess, poll
 
@@ -35,6 +35,9 @@ def test_owner_message_is_a_task_with_the_wire_envelope(hub: HubProcess) -> None
         assert task["room_name"] == "general" and task["sender_name"] == "alice"
         assert r.post(f"/v1/tasks/{task['id']}/ack", json={"id": task["id"]}).json() == {"ok": True}
         assert tasks(r) == []  # served once: the lease is held
+    got = {e["id"]: e for e in events(hub, s.tokens["alice"], s.room)}
+    # The intake reaction AG2's broker places on the first ack (the Worker leaves it to us).
+    assert [(x["emoji"], x["members"]) for x in got[asked["id"]]["reactions"]] == [("🫡", ["bot"])]
     post(hub, s.tokens["carol"], s.room, "and me @bot")
     with relay(hub, s.tokens["bot"]) as r:
         # One task per room is out at a time: carol's waits for alice's answer.
@@ -56,7 +59,7 @@ def test_result_is_a_reply_that_wakes_the_asker_once_and_a_repeat_is_a_duplicate
         again = r.post("/v1/results", json={"id": task["id"], "body": "noon"})
         other = r.post("/v1/results", json={"id": task["id"], "body": "midnight"})
         assert again.json() == other.json() == {"ok": True, "duplicate": True}
-    replies = [e for e in events(hub, s.tokens["alice"], s.room) if e["sender"] == "bot"]
+    replies = said(hub, s.tokens["alice"], s.room, "bot")
     assert [(e["text"], e["in_reply_to"]) for e in replies] == [("noon", asked["id"])]
     woke = [e for e in inbox(hub, s.tokens["alice"]) if e["sender"] == "bot"]
     assert [e["text"] for e in woke] == ["noon"]
@@ -121,8 +124,8 @@ def test_markers_skip_redirect_dm_only_and_long_text(hub: HubProcess) -> None:
                 "ok": True,
                 "duplicate": False,
             }
-    here = [e["text"] for e in events(hub, s.tokens["alice"], s.room) if e["sender"] == "bot"]
-    there = [e["text"] for e in events(hub, s.tokens["alice"], other) if e["sender"] == "bot"]
+    here = [e["text"] for e in said(hub, s.tokens["alice"], s.room, "bot")]
+    there = [e["text"] for e in said(hub, s.tokens["alice"], other, "bot")]
     assert there == ["over there"]
     assert here[0] == "kept here"
     long = here[1:]
@@ -231,7 +234,7 @@ def test_media_both_ways(hub: HubProcess) -> None:
         assert sent.json()["mxc"].startswith("mxc://acme/md_")
         again = r.post(f"/v1/rooms/%21{s.room}/media", json=payload)  # a Worker's retry
         assert again.json() == sent.json()
-    media = [e for e in events(hub, s.tokens["alice"], s.room) if e["sender"] == "bot"]
+    media = said(hub, s.tokens["alice"], s.room, "bot")
     assert [(e["type"], e["text"], e["attachments"][0]["name"]) for e in media] == [
         ("media", "the chart", "chart.png")
     ]

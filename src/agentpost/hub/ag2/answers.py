@@ -220,14 +220,34 @@ def _redirect_room(tx: Tx, member: Member, wire: str) -> str | None:
     return room.id
 
 
-def room_message(tx: Tx, member: Member, room_id: str, text: str) -> Created:
+@dataclass(frozen=True)
+class Reuse:
+    """A room op's message that is a re-served task's first: it edits `reply_event`, the
+    reply an earlier attempt posted, instead of posting a second one."""
+
+    task: Task
+    reply_event: str
+
+
+def room_message(tx: Tx, member: Member, room_id: str, text: str) -> Created | Reuse:
     """A room op's `message`: the first one in a room where the agent's task is out answers
-    that task (it is the Worker's placeholder); any other is a plain message."""
+    that task (it is the Worker's placeholder); the first one of a later attempt of that
+    task reuses the earlier attempt's reply (`Reuse`); any other is a plain message."""
     ag2.lock_poller(tx, member.id)
     t = tasks.linked_task(tx, member, room_id)
+    if t is not None and t.reply_event is not None and t.attempt > t.reply_attempt:
+        return Reuse(t, t.reply_event)
     if t is None or t.reply_event is not None:
         return post(tx, room_id, member, text)
     made = post(tx, room_id, member, text, t.event_id)
     assert made.event_id is not None
     ag2.link_reply(tx, t, made.event_id, t.attempt)
     return made
+
+
+def relink(tx: Tx, member: Member, reuse: Reuse) -> None:
+    """The reused reply now belongs to the task's current attempt."""
+    ag2.lock_poller(tx, member.id)
+    t = ag2.get(tx, member.id, reuse.task.event_id)
+    if t is not None:
+        ag2.link_reply(tx, t, reuse.reply_event, t.attempt)

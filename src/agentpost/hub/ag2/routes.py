@@ -11,6 +11,7 @@ import asyncio
 import base64
 import binascii
 import hashlib
+import logging
 import mimetypes
 import posixpath
 
@@ -22,7 +23,7 @@ from starlette.routing import Route
 from agentpost.core.clock import now_ms
 from agentpost.core.errors import AgentpostError, AuthError, Code, RequestError
 from agentpost.core.ids import new_id
-from agentpost.hub import auth, idempotency, posting
+from agentpost.hub import auth, idempotency, posting, relations
 from agentpost.hub.ag2 import answers, tasks, wire
 from agentpost.hub.decode import decode_json, read_body
 from agentpost.hub.errors import json_response
@@ -39,10 +40,12 @@ from agentpost.store.engine import Db, Tx
 from agentpost.store.models import MediaRow, Member
 
 PREFIX = "/ag2"
+INTAKE_REACTION = "🫡"
 RESULTS_ROUTE = "POST /ag2/v1/results"
 MAX_WAIT = 30.0
 
 _encode = msgspec.json.encode
+log = logging.getLogger("agentpost.hub.ag2")
 
 
 def _ok(status: int, value: object) -> Response:
@@ -110,8 +113,16 @@ async def ack(request: Request) -> Response:
     task_id = request.path_params["id"]
     lease_ms = int(hub.config.ag2_lease_seconds * 1000)
     held = await hub.engine.write(lambda tx: tasks.ack(tx, member, task_id, now_ms(), lease_ms))
-    if not held:
+    if held is None:
         raise RequestError(Code.NOT_LEASED, f"task {task_id!r} is not leased to you")
+    # AG2's broker places the intake reaction on the first ack, and the Worker leaves it to
+    # the broker; keyed, so a re-ack or a second hub process places it once.
+    try:
+        await relations.react(
+            hub, member, held.room_id, held.event_id, INTAKE_REACTION, f"ag2-ack:{task_id}"
+        )
+    except AgentpostError as exc:
+        log.info("ag2: no intake reaction on %s (%s)", task_id, exc.code)
     return _ok(200, {"ok": True})
 
 
@@ -155,17 +166,50 @@ async def room_op(request: Request) -> Response:
     op = decode_json(await read_body(request, hub.config.max_json_bytes), wire.RoomOpIn)
     room_id = wire.room_of(op.room_id)
     if op.op == "message":
-        if op.body is None or not op.body.strip():
-            raise RequestError(Code.INVALID_REQUEST, "body must not be blank", field="$.body")
         text = wire.with_mentions(
-            op.body.strip(), wire.mentioned(op.mentions, member.workspace_name)
+            _required(op.body, "body"), wire.mentioned(op.mentions, member.workspace_name)
         )
-        made = await hub.engine.write(
-            lambda tx: answers.room_message(tx, member, room_id, text), room_id
+        return _ok(
+            200, wire.RoomOpOut(ok=True, event_id=await _message(hub, member, room_id, text))
         )
+    target = _required(op.event_id, "event_id")
+    if op.op == "edit":
+        done = await relations.edit(hub, member, room_id, target, _required(op.body, "body"))
+    elif op.op == "react":
+        done = await relations.react(hub, member, room_id, target, _required(op.key, "key"))
+    else:
+        done = await relations.redact(hub, member, room_id, target, op.reason)
+    if done.event is None:  # a refusal recorded for its content: answered as recorded
+        return json_response(done.answer.status, done.answer.body)
+    return _ok(200, wire.RoomOpOut(ok=True, event_id=done.event.id))
+
+
+def _required(value: str | None, field: str) -> str:
+    if value is None or not value.strip():
+        raise RequestError(Code.INVALID_REQUEST, f"{field} must not be blank", field=f"$.{field}")
+    return value.strip()
+
+
+async def _message(hub: Hub, member: Member, room_id: str, text: str) -> str:
+    """A room op's message (answers.room_message). A task served again after its Worker
+    lost it (a crash) already has the earlier attempt's reply: the new attempt's first
+    message edits that one instead of posting a second reply, and its id is answered, so the
+    Worker's later edits land on the one reply."""
+    decided = await hub.engine.write(
+        lambda tx: answers.room_message(tx, member, room_id, text), room_id
+    )
+    if isinstance(decided, Created):
+        assert decided.event_id is not None
+        return decided.event_id
+    try:
+        await relations.edit(hub, member, room_id, decided.reply_event, text)
+    except AgentpostError as exc:  # the old reply cannot be edited: post a new one
+        log.info("ag2: reply %s not reused (%s); posting anew", decided.reply_event, exc.code)
+        made = await hub.engine.write(lambda tx: answers.post(tx, room_id, member, text), room_id)
         assert made.event_id is not None
-        return _ok(200, wire.RoomOpOut(ok=True, event_id=made.event_id))
-    raise RequestError(Code.INVALID_REQUEST, f"op {op.op!r} is not served yet", field="$.op")
+        return made.event_id
+    await hub.engine.write(lambda tx: answers.relink(tx, member, decided))
+    return decided.reply_event
 
 
 async def upload(request: Request) -> Response:

@@ -94,15 +94,15 @@ def next_expiry(tx: Tx, member: Member) -> int | None:
     return min(leased) if leased else None
 
 
-def ack(tx: Tx, member: Member, task_id: str, now: int, lease_ms: int) -> bool:
-    """Mark a live lease received (and extend it); False when the task is not leased to
+def ack(tx: Tx, member: Member, task_id: str, now: int, lease_ms: int) -> Task | None:
+    """Mark a live lease received (and extend it); None when the task is not leased to
     the member now (never served, expired, answered or dropped)."""
     ag2.lock_poller(tx, member.id)
     t = ag2.get(tx, member.id, task_id)
     if t is None or t.state != LEASED or t.lease_until < now:
-        return False
+        return None
     ag2.extend(tx, t, now + lease_ms, t.grace, True)
-    return True
+    return t
 
 
 def linked_task(tx: Tx, member: Member, room_id: str) -> Task | None:
