@@ -40,6 +40,8 @@ class Code(StrEnum):
     ROOM_ARCHIVED = "room_archived"
     THREAD_CONFLICT = "thread_conflict"
     SEND_NOT_FOUND = "send_not_found"
+    TASK_NOT_FOUND = "task_not_found"
+    NOT_LEASED = "not_leased"
     IDEMPOTENCY_IN_FLIGHT = "idempotency_in_flight"
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
     COMMAND_REJECTED = "command_rejected"

@@ -15,11 +15,12 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentpost.core.errors import AgentpostError, Code
 from agentpost.core.ids import new_token, token_hash
+from agentpost.hub.ag2 import routes as ag2_routes
 from agentpost.hub.auth import TokenCache
 from agentpost.hub.blobs import BlobStore
 from agentpost.hub.config import HubConfig
@@ -258,8 +259,10 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             await hub.http.aclose()
             await eng.close()
 
+    # The AG2 relay profile is a foreign wire (§13): mounted beside ours, not in ROUTES, so
+    # it is no part of our OpenAPI document (docs/ag2.md documents it).
     return HubApp(
-        routes=ROUTES,
+        routes=[*ROUTES, Mount(ag2_routes.PREFIX, routes=ag2_routes.ROUTES)],
         lifespan=lifespan,
         middleware=[Middleware(_Edge)],
         exception_handlers={

@@ -191,6 +191,12 @@ class BlobStore:
         await asyncio.to_thread(self._store_bytes, out.getvalue(), upload.sha256)
         return upload
 
+    async def put_bytes(self, data: bytes) -> str:
+        """Store a whole blob held in memory, durably (off the loop); its sha256."""
+        sha256 = hashlib.sha256(data).hexdigest()
+        await asyncio.to_thread(self._store_bytes, data, sha256)
+        return sha256
+
     def _store_bytes(self, data: bytes, sha256: str) -> None:
         """Write a whole blob durably (blocking; off the loop): a staging file (which no
         start-up sweep takes while it is young) fsync'd, then moved into place."""

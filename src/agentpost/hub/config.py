@@ -50,6 +50,12 @@ class HubConfig:
         default_factory=lambda: float(os.environ.get("AGENTPOST_WORKER_LEASE_SECONDS", "30"))
     )
 
+    # The AG2 relay profile (§13): a served task's lease runs this long past the poll that
+    # served or last extended it (docs/ag2.md).
+    ag2_lease_seconds: float = field(
+        default_factory=lambda: float(os.environ.get("AGENTPOST_AG2_LEASE_SECONDS", "60"))
+    )
+
     blobs_dir: Path | None = None
 
     @property

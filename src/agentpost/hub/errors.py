@@ -32,6 +32,8 @@ STATUS: dict[Code, int] = {
     Code.MEDIA_NOT_FOUND: 404,
     Code.EVENT_NOT_FOUND: 404,
     Code.SEND_NOT_FOUND: 404,
+    Code.TASK_NOT_FOUND: 404,
+    Code.NOT_LEASED: 404,
     Code.METHOD_NOT_ALLOWED: 405,
     Code.WORKSPACE_EXISTS: 409,
     Code.MEMBER_EXISTS: 409,

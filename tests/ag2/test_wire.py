@@ -1,0 +1,299 @@
+"""The AG2 relay profile at the wire (docs/ag2.md), spoken with httpx as ag2-relay-client
+speaks it, on both engines: tasks and their leases, acks, results and their markers, room
+ops, media both ways, and every refusal with its code."""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable
+
+import pytest
+from ag2run import events, inbox, post, relay, said, served, setup_ag2, tasks
+
+from hubproc import HubProcess, poll
+
+FAST = {"AGENTPOST_AG2_LEASE_SECONDS": "0.6"}
+
+
+@pytest.fixture
+def fast_hub(make_hub: Callable[..., HubProcess]) -> HubProcess:
+    return make_hub(env=FAST)
+
+
+def test_owner_message_is_a_task_with_the_wire_envelope(hub: HubProcess) -> None:
+    s = setup_ag2(hub)
+    asked = post(hub, s.tokens["alice"], s.room, "hello @bot")
+    with relay(hub, s.tokens["bot"]) as r:
+        task = served(r)
+        assert task["id"] == asked["id"] == task["source_message_id"]
+        assert task["task"] == "hello @bot"
+        assert task["channel_id"] == "!" + s.room
+        assert task["user_id"] == "@alice:acme"
+        assert task["access_tier"] == "owner"
+        assert task["attempt"] == 1
+        assert task["room_name"] == "general" and task["sender_name"] == "alice"
+        assert r.post(f"/v1/tasks/{task['id']}/ack", json={"id": task["id"]}).json() == {"ok": True}
+        assert tasks(r) == []  # served once: the lease is held
+    got = {e["id"]: e for e in events(hub, s.tokens["alice"], s.room)}
+    # The intake reaction AG2's broker places on the first ack (the Worker leaves it to us).
+    assert [(x["emoji"], x["members"]) for x in got[asked["id"]]["reactions"]] == [("🫡", ["bot"])]
+    post(hub, s.tokens["carol"], s.room, "and me @bot")
+    with relay(hub, s.tokens["bot"]) as r:
+        # One task per room is out at a time: carol's waits for alice's answer.
+        assert tasks(r) == []
+        assert r.post("/v1/results", json={"id": task["id"], "body": "hi"}).status_code == 200
+        guest = served(r)
+        assert guest["access_tier"] == "guest" and guest["user_id"] == "@carol:acme"
+
+
+def test_result_is_a_reply_that_wakes_the_asker_once_and_a_repeat_is_a_duplicate(
+    hub: HubProcess,
+) -> None:
+    s = setup_ag2(hub)
+    asked = post(hub, s.tokens["alice"], s.room, "what time is it? @bot")
+    with relay(hub, s.tokens["bot"]) as r:
+        task = served(r)
+        first = r.post("/v1/results", json={"id": task["id"], "body": "noon"})
+        assert first.json() == {"ok": True, "duplicate": False}
+        again = r.post("/v1/results", json={"id": task["id"], "body": "noon"})
+        other = r.post("/v1/results", json={"id": task["id"], "body": "midnight"})
+        assert again.json() == other.json() == {"ok": True, "duplicate": True}
+    replies = said(hub, s.tokens["alice"], s.room, "bot")
+    assert [(e["text"], e["in_reply_to"]) for e in replies] == [("noon", asked["id"])]
+    woke = [e for e in inbox(hub, s.tokens["alice"]) if e["sender"] == "bot"]
+    assert [e["text"] for e in woke] == ["noon"]
+    with hub.client(s.tokens["bot"]) as c:  # the wake-up is acknowledged with the answer
+        assert c.get("/v1/me").json()["inbox_cursor"] >= 1
+
+
+def test_delegation_result_and_dead_letter_are_receipts(hub: HubProcess) -> None:
+    s = setup_ag2(hub)
+    ask = post(hub, s.tokens["helper"], s.room, "@bot sum 1 2")
+    with relay(hub, s.tokens["bot"]) as r:
+        task = served(r)
+        assert task["access_tier"] == "guest"  # an agent is not the owner
+        assert r.post("/v1/results", json={"id": task["id"], "body": "3"}).status_code == 200
+    got = [e for e in inbox(hub, s.tokens["helper"]) if e["sender"] == "bot"]
+    assert [(e["text"], e["reply_kind"], e["in_reply_to"]) for e in got] == [
+        ("3", "result", ask["id"])
+    ]
+    ask2 = post(hub, s.tokens["helper"], s.room, "@bot something odd")
+    with relay(hub, s.tokens["bot"]) as r:
+        task = served(r)
+        body = {"id": task["id"], "status": "rejected", "error_code": "INVALID_TASK"}
+        assert r.post("/v1/results", json=body).json() == {"ok": True, "duplicate": False}
+    got = [e for e in inbox(hub, s.tokens["helper"]) if e["in_reply_to"] == ask2["id"]]
+    assert [(e["reply_kind"], e["text"]) for e in got] == [
+        ("error", "bot rejected this task (INVALID_TASK).")
+    ]
+
+
+def test_dead_letter_of_a_person_message_is_a_notice(hub: HubProcess) -> None:
+    s = setup_ag2(hub)
+    asked = post(hub, s.tokens["alice"], s.room, "hm @bot")
+    with relay(hub, s.tokens["bot"]) as r:
+        task = served(r)
+        body = {"id": task["id"], "status": "rejected", "error_code": "empty task!"}
+        assert r.post("/v1/results", json=body).status_code == 200
+    notes = [e for e in events(hub, s.tokens["alice"], s.room) if e["type"] == "notice"]
+    assert [(n["text"], n["in_reply_to"]) for n in notes] == [
+        ("bot could not answer this message (empty_task).", asked["id"])
+    ]
+
+
+def test_markers_skip_redirect_dm_only_and_long_text(hub: HubProcess) -> None:
+    s = setup_ag2(hub)
+    with hub.client(s.tokens["alice"]) as c:
+        other = c.post(
+            "/v1/workspaces/acme/rooms", json={"name": "other", "participants": ["bot"]}
+        ).json()["room"]["id"]
+    bodies = [
+        "[no-send] nothing to see",
+        "[REPLIED]\n\nalready said",
+        "[deduped: ev_x] twice",
+        f"[channel: !{other}]\nover there",
+        f"[channel: !{other}]\n[dm-only]\nkept here",
+        "word " * 30_000,
+    ]
+    with relay(hub, s.tokens["bot"]) as r:
+        for body in bodies:
+            post(hub, s.tokens["alice"], s.room, "go @bot")
+            task = served(r)
+            assert r.post("/v1/results", json={"id": task["id"], "body": body}).json() == {
+                "ok": True,
+                "duplicate": False,
+            }
+    here = [e["text"] for e in said(hub, s.tokens["alice"], s.room, "bot")]
+    there = [e["text"] for e in said(hub, s.tokens["alice"], other, "bot")]
+    assert there == ["over there"]
+    assert here[0] == "kept here"
+    long = here[1:]
+    assert len(long) == 3 and all(len(t) <= 60_000 for t in long)
+    assert " ".join(long).split() == ["word"] * 30_000
+
+
+def test_unacked_lease_is_served_again_with_the_next_attempt(fast_hub: HubProcess) -> None:
+    s = setup_ag2(fast_hub)
+    post(fast_hub, s.tokens["alice"], s.room, "hello @bot")
+    with relay(fast_hub, s.tokens["bot"]) as r:
+        first = served(r)
+        again = poll(lambda: [t for t in tasks(r) if t["attempt"] == 2], timeout=20)
+        assert again[0]["id"] == first["id"]
+        stale = r.post(f"/v1/tasks/{first['id']}/ack", json={"id": first["id"]})
+        assert stale.status_code == 200  # the new lease is live
+        bogus = r.post("/v1/tasks/ev_nothing/ack", json={"id": "ev_nothing"})
+        assert bogus.status_code == 404 and "not leased" in bogus.text
+        assert bogus.json()["error"]["code"] == "not_leased"
+
+
+def test_acked_lease_is_kept_while_the_poller_polls(fast_hub: HubProcess) -> None:
+    s = setup_ag2(fast_hub)
+    post(fast_hub, s.tokens["alice"], s.room, "hello @bot")
+    with relay(fast_hub, s.tokens["bot"]) as r:
+        task = served(r)
+        assert r.post(f"/v1/tasks/{task['id']}/ack", json={}).status_code == 200
+        seen: list[int] = []
+        start = time.monotonic()
+        while time.monotonic() - start < 3.0:  # five lease windows, each poll waiting 0.25 s
+            seen.extend(t["attempt"] for t in tasks(r, wait=0.25))
+        assert seen == []  # never re-served
+        assert r.post(f"/v1/tasks/{task['id']}/ack", json={}).status_code == 200
+
+
+def test_task_never_answered_is_dropped_after_five_attempts(fast_hub: HubProcess) -> None:
+    s = setup_ag2(fast_hub)
+    asked = post(fast_hub, s.tokens["alice"], s.room, "anyone? @bot")
+    attempts: list[int] = []
+    with relay(fast_hub, s.tokens["bot"]) as r:
+
+        def dropped() -> bool:
+            attempts.extend(t["attempt"] for t in tasks(r, wait=0.2))
+            return any(e["type"] == "notice" for e in events(fast_hub, s.tokens["alice"], s.room))
+
+        poll(dropped, timeout=60)
+        assert attempts == [1, 2, 3, 4, 5]
+        assert tasks(r) == []
+        # A late answer is still posted: nothing an agent says is thrown away.
+        late = r.post("/v1/results", json={"id": asked["id"], "body": "sorry, late"})
+        assert late.json() == {"ok": True, "duplicate": False}
+    notes = [e for e in events(fast_hub, s.tokens["alice"], s.room) if e["type"] == "notice"]
+    assert notes[0]["in_reply_to"] == asked["id"]
+    assert "never took this message" in notes[0]["text"] and "5 times" in notes[0]["text"]
+    with fast_hub.client(s.tokens["bot"]) as c:
+        assert c.get("/v1/me").json()["inbox_cursor"] >= 1  # the wake-up is acked
+
+
+def test_room_op_message_answers_the_task_out_in_that_room(hub: HubProcess) -> None:
+    s = setup_ag2(hub)
+    asked = post(hub, s.tokens["alice"], s.room, "long job @bot")
+    with relay(hub, s.tokens["bot"]) as r:
+        task = served(r)
+        room = task["channel_id"]
+        one = r.post("/v1/room", json={"op": "message", "room_id": room, "body": "⏳ On it..."})
+        two = r.post(
+            "/v1/room",
+            json={"op": "message", "room_id": room, "body": "fyi", "mentions": ["@carol:acme"]},
+        )
+        assert one.status_code == two.status_code == 200, (one.text, two.text)
+        assert (
+            r.post("/v1/results", json={"id": task["id"], "body": "[REPLIED]"}).status_code == 200
+        )
+    got = {e["id"]: e for e in events(hub, s.tokens["alice"], s.room)}
+    placeholder, fyi = got[one.json()["event_id"]], got[two.json()["event_id"]]
+    assert placeholder["in_reply_to"] == asked["id"] and placeholder["targets"] == ["alice"]
+    assert (
+        fyi["in_reply_to"] is None and fyi["text"] == "fyi\n@carol" and fyi["targets"] == ["carol"]
+    )
+    assert [e["text"] for e in inbox(hub, s.tokens["alice"]) if e["sender"] == "bot"] == [
+        "⏳ On it..."
+    ]
+
+
+def test_media_both_ways(hub: HubProcess) -> None:
+    s = setup_ag2(hub)
+    with hub.client(s.tokens["alice"]) as c:
+        files = {"file": ("my report.txt", b"numbers\n", "text/plain")}
+        up = c.post(f"/v1/rooms/{s.room}/media", files=files, data={"text": "see this @bot"})
+        assert up.status_code == 201, up.text
+    with relay(hub, s.tokens["bot"]) as r:
+        task = served(r)
+        marker = task["task"].split("\n")[1]
+        assert marker.startswith(f"[ag2space-media: {hub.url}/ag2/v1/media/md_")
+        assert "mime=text/plain name=my_report.txt size=8 kind=m.file]" in marker
+        url = marker.split()[1]
+        got = r.get(url)
+        assert got.status_code == 200 and got.content == b"numbers\n"
+        payload = {
+            "content_b64": base64.b64encode(b"chart").decode(),
+            "filename": "chart.png",
+            "caption": "the chart",
+        }
+        sent = r.post(f"/v1/rooms/%21{s.room}/media", json=payload)
+        assert sent.status_code == 200, sent.text
+        assert sent.json()["mxc"].startswith("mxc://acme/md_")
+        again = r.post(f"/v1/rooms/%21{s.room}/media", json=payload)  # a Worker's retry
+        assert again.json() == sent.json()
+    media = said(hub, s.tokens["alice"], s.room, "bot")
+    assert [(e["type"], e["text"], e["attachments"][0]["name"]) for e in media] == [
+        ("media", "the chart", "chart.png")
+    ]
+    assert media[0]["attachments"][0]["mime_type"] == "image/png"
+
+
+def test_refusals_have_codes_and_change_nothing(hub: HubProcess) -> None:
+    s = setup_ag2(hub)
+    post(hub, s.tokens["alice"], s.room, "hi")
+    with relay(hub, s.tokens["alice"]) as person:
+        assert person.get("/v1/tasks").json()["error"]["code"] == "forbidden"
+    with relay(hub, "nope") as nobody:
+        assert nobody.get("/v1/tasks").status_code == 401
+    with relay(hub, s.tokens["bot"]) as r:
+        cases = [
+            (r.post("/v1/results", content=b"{"), 400, "invalid_json"),
+            (r.post("/v1/results", json={"id": "a/b", "body": "x"}), 400, "invalid_request"),
+            (r.post("/v1/results", json={"id": "ev_x", "body": "  "}), 400, "invalid_request"),
+            (r.post("/v1/results", json={"id": "ev_x", "body": "x"}), 404, "task_not_found"),
+            (
+                r.post("/v1/room", json={"op": "message", "room_id": "#x", "body": "x"}),
+                404,
+                "room_not_found",
+            ),
+            (
+                r.post("/v1/room", json={"op": "message", "room_id": "!rm_none", "body": "x"}),
+                404,
+                "room_not_found",
+            ),
+            (
+                r.post("/v1/room", json={"op": "shout", "room_id": "!x", "body": "x"}),
+                400,
+                "invalid_request",
+            ),
+            (
+                r.post(
+                    "/v1/room",
+                    json={
+                        "op": "message",
+                        "room_id": "!" + s.room,
+                        "body": "x",
+                        "mentions": ["@carol:elsewhere"],
+                    },
+                ),
+                400,
+                "invalid_request",
+            ),
+            (
+                r.post(
+                    f"/v1/rooms/%21{s.room}/media", json={"content_b64": "***", "filename": "a"}
+                ),
+                400,
+                "invalid_request",
+            ),
+        ]
+        for answer, status, code in cases:
+            assert answer.status_code == status, answer.text
+            assert answer.json()["error"]["code"] == code
+        assert "not leased" in cases[3][0].text
+        assert r.get("/v1/healthz").json()["ok"] is True
+        assert r.post("/v1/heartbeat", json={"client": "x", "inflight": 0}).json() == {"ok": True}
+    assert [e["sender"] for e in events(hub, s.tokens["alice"], s.room)] == ["alice"]
