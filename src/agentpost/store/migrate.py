@@ -42,14 +42,10 @@ def current_version(db: Db) -> int:
 
 
 def statements(sql: str) -> list[str]:
-    """Split a migration file into statements (they contain no `;` inside literals)."""
-    parts = []
-    for chunk in sql.split(";"):
-        lines = [ln for ln in chunk.splitlines() if not ln.strip().startswith("--")]
-        text = "\n".join(lines).strip()
-        if text:
-            parts.append(text)
-    return parts
+    """Split a migration file into statements (they contain no `;` inside literals). Whole
+    comment lines go first, so a `;` in a comment splits nothing."""
+    code = "\n".join(ln for ln in sql.splitlines() if not ln.strip().startswith("--"))
+    return [text for chunk in code.split(";") if (text := chunk.strip())]
 
 
 def pending(db: Db) -> list[tuple[int, str]]:

@@ -2,7 +2,7 @@
 -- AG2 tasks, each with its own lease. A task is one inbox row (`cursor`) of the member, named
 -- by its event id. `state`: queued (waiting to be served), leased (served, `lease_until`
 -- running), done (answered), dropped (5 attempts expired). `grace` counts the extensions an
--- un-acked lease got this attempt; `reply_event` is the agent's message linked to the task
+-- un-acked lease got this attempt, `reply_event` is the agent's message linked to the task
 -- (its placeholder or answer) and `reply_attempt` the attempt that posted it. Times in ms.
 CREATE TABLE ag2_tasks (
     member_id TEXT NOT NULL,
@@ -22,7 +22,7 @@ CREATE TABLE ag2_tasks (
 );
 CREATE INDEX ag2_tasks_open ON ag2_tasks (member_id, state, cursor);
 -- One row per member that ever polled: locked first by every AG2 write of that member, so
--- two hub processes serve one poller one lease at a time; `intake_cursor` is the highest
+-- two hub processes serve one poller one lease at a time. `intake_cursor` is the highest
 -- inbox cursor already turned into tasks.
 CREATE TABLE ag2_pollers (
     member_id TEXT PRIMARY KEY,
