@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from ag2run import events, inbox, post, relay, said, served, setup_ag2, tasks
@@ -297,3 +298,20 @@ def test_refusals_have_codes_and_change_nothing(hub: HubProcess) -> None:
         assert r.get("/v1/healthz").json()["ok"] is True
         assert r.post("/v1/heartbeat", json={"client": "x", "inflight": 0}).json() == {"ok": True}
     assert [e["sender"] for e in events(hub, s.tokens["alice"], s.room)] == ["alice"]
+
+
+def test_a_waiting_poll_gets_the_room_s_next_task_when_the_first_is_answered(
+    hub: HubProcess,
+) -> None:
+    s = setup_ag2(hub)
+    post(hub, s.tokens["alice"], s.room, "one @bot")
+    second = post(hub, s.tokens["alice"], s.room, "two @bot")
+    with relay(hub, s.tokens["bot"]) as r, relay(hub, s.tokens["bot"]) as waiting:
+        first = served(r)
+        with ThreadPoolExecutor(1) as pool:
+            started = time.monotonic()
+            polled = pool.submit(tasks, waiting, 20)  # the Worker's long poll, held
+            time.sleep(0.5)
+            assert r.post("/v1/results", json={"id": first["id"], "body": "1"}).status_code == 200
+            assert [t["id"] for t in polled.result()] == [second["id"]]
+            assert time.monotonic() - started < 10  # woken by the answer, not timed out

@@ -21,7 +21,7 @@ import msgspec
 
 from agentpost.core.ids import new_id
 from agentpost.hub import posting
-from agentpost.hub.notify import room_key
+from agentpost.hub.notify import inbox_key, room_key
 from agentpost.hub.routing import fences
 from agentpost.hub.schemas import Event
 from agentpost.store import ag2, delivery, events, inbox, members, rooms
@@ -111,8 +111,11 @@ def linked_task(tx: Tx, member: Member, room_id: str) -> Task | None:
 
 
 def complete(tx: Tx, member: Member, t: Task, now: int) -> None:
+    """The task is answered. A poll waiting in any hub process looks again: the next
+    message in the task's room can be served now."""
     ag2.finish(tx, t, DONE, now)
     _advance_inbox(tx, member, now)
+    tx.notify(inbox_key(member.id))
 
 
 def _intake(tx: Tx, member: Member, intake_cursor: int, now: int) -> None:
