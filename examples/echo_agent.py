@@ -2,8 +2,9 @@
 """A small ACP agent written only with the agent-client-protocol SDK, to try
 `agentpost connect` with no API key (docs/connect.md).
 
-What it does with a message (the Worker prompts "<sender> in room <room>: <text>"; the
-first word that is no @mention decides):
+What it does with a message (the Worker prompts "<sender> in room <room>: <text>";
+AG2's agent-connect puts its own "[agent-connect] …" paragraphs before the text, docs/ag2.md;
+the first word that is no @mention decides):
 - `sleep N …`  waits N seconds before answering (a `/stop` in the room cancels it);
 - `file NAME …` writes NAME in its working directory and returns it as a `resource_link`;
 - `ask …`       answers with a question: the final message carries
@@ -86,7 +87,7 @@ class EchoAgent:
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         said = "".join(b.text for b in prompt if getattr(b, "type", "") == "text")
-        text = said.split(": ", 1)[1] if ": " in said else said
+        text, files = message_of(said)
         cancelled = self.cancelled[session_id]
         cancelled.clear()
         words = [w for w in text.split() if not w.startswith("@")]  # mentions aside
@@ -120,8 +121,22 @@ class EchoAgent:
             question.field_meta = {"ag2/reply_kind": "needs_input"}
             await self.say(session_id, question)
             return PromptResponse(stop_reason="end_turn", field_meta={"ag2/reply_kind": "needs_input"})
-        await self.say(session_id, update_agent_message(text_block(f"echo: {text}")))
+        echo = "\n".join([f"echo: {text}", *files])
+        await self.say(session_id, update_agent_message(text_block(echo)))
         return PromptResponse(stop_reason="end_turn")
+
+
+def message_of(said: str) -> tuple[str, list[str]]:
+    """The message in a prompt, and what the prompt's framing says about its files.
+    agent-connect's ACP adapter frames it in paragraphs: its "[agent-connect] …" one, then
+    "Attached to this message…" ones, then the message as typed."""
+    if not said.startswith("[agent-connect] "):
+        return (said.split(": ", 1)[1] if ": " in said else said), []
+    rest = said.split("\n\n")[1:]
+    files = []
+    while rest and rest[0].startswith("Attached to this message"):
+        files.append(rest.pop(0))
+    return "\n\n".join(rest), files
 
 
 if __name__ == "__main__":
