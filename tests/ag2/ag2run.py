@@ -100,11 +100,25 @@ class Worker:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
 
-    def stop(self) -> None:
+    def release_guard(self) -> None:
+        """Empty the poller guard's record of this Worker, dead by now, as agent-connect's
+        own clean stop does (`ag2_relay_client.singleton.PollerGuard.release`: emptied, never
+        unlinked). Without it a Worker restarted on the same workspace after a kill -9
+        stands by until the record is `STALE_AFTER_S` (150 s) old."""
+        assert self.proc.poll() is not None, "only a Worker that is gone leaves its guard"
+        guard = self.workspace / "relay" / "default" / "poller.lock"
+        if guard.exists():
+            with open(guard, "r+b") as f:
+                f.truncate(0)
+
+    def stop(self, grace: float = 3.0) -> None:
+        """SIGTERM, then SIGKILL after `grace` seconds: a Worker inside a long poll waits
+        up to 12 s for it before it exits (agent-connect's STOP_BUDGET_S), which a test
+        that is over need not."""
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(10)
+                self.proc.wait(grace)
             except subprocess.TimeoutExpired:
                 self.kill()
 
