@@ -6,7 +6,7 @@ import email.utils
 import hashlib
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 from urllib.parse import unquote
@@ -260,14 +260,14 @@ class AsyncHubClient:
             f"/v1/rooms/{segment(room_id, 'room id')}/events", list[Event], "events", params=params
         )
 
-    async def stream(self, room_id: str, after: int = 0) -> AsyncIterator[Event]:
+    async def stream(self, room_id: str, after: int = 0) -> AsyncGenerator[Event, None]:
         """Events of the room after `after`, live; a stream the hub ends is resumed with
         Last-Event-ID; no answer at all raises `HubUnreachable` (the caller may resume
         from the last seq it got)."""
         async for body in self._sse(f"/v1/rooms/{segment(room_id, 'room id')}/stream", after):
             yield msgspec.json.decode(body, type=Event)
 
-    async def inbox_stream(self, after: int | None = None) -> AsyncIterator[InboxItem]:
+    async def inbox_stream(self, after: int | None = None) -> AsyncGenerator[InboxItem, None]:
         """The caller's inbox after cursor `after` (default: its acknowledged cursor), live."""
         async for body in self._sse("/v1/inbox/stream", after):
             yield msgspec.json.decode(body, type=InboxItem)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import Any, TypeVar
 
 from agentpost.client.asyncclient import AsyncHubClient
@@ -52,7 +52,7 @@ class HubClient:
     def inbox_stream(self, after: int | None = None) -> Iterator[InboxItem]:
         return self._iterate(self._async.inbox_stream(after))
 
-    def _iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
+    def _iterate(self, agen: AsyncGenerator[T, None]) -> Iterator[T]:
         try:
             while True:
                 try:

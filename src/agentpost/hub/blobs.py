@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -27,6 +27,9 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from agentpost.core.errors import Code, RequestError, StorageUnavailable
 from agentpost.hub import mediatypes
 from agentpost.hub.mediatypes import safe_name
+
+if TYPE_CHECKING:
+    from python_multipart.multipart import MultipartCallbacks
 
 log = logging.getLogger("agentpost.hub.blobs")
 
@@ -289,8 +292,8 @@ def sweep_temp_files(tmp: Path, now: float | None = None) -> int:
 class _Sink:
     """Callbacks for the streaming multipart parser: file bytes to disk, caption to memory."""
 
-    def __init__(self, out: object, max_bytes: int) -> None:
-        self.out = out  # type: ignore[assignment]
+    def __init__(self, out: BinaryIO, max_bytes: int) -> None:
+        self.out = out
         self.max_bytes = max_bytes
         self.hasher = hashlib.sha256()
         self.size = 0
@@ -306,7 +309,7 @@ class _Sink:
         self.saw_text = False
         self.ended = False  # the closing boundary arrived
 
-    def callbacks(self) -> dict[str, object]:
+    def callbacks(self) -> MultipartCallbacks:
         return {
             "on_part_begin": self.part_begin,
             "on_header_field": lambda d, s, e: setattr(self, "field", self.field + d[s:e]),
@@ -364,7 +367,7 @@ class _Sink:
                 )
                 return
             self.hasher.update(piece)
-            self.out.write(piece)  # type: ignore[attr-defined]
+            self.out.write(piece)
         elif self.part == "text":
             self.caption += piece
             if len(self.caption) > _MAX_CAPTION:

@@ -22,10 +22,10 @@ class Notifier:
             ev = asyncio.Event()
             ev.set()
             return ev
-        ev = self._events.get(key)
-        if ev is None:
-            ev = self._events[key] = asyncio.Event()
-        return ev
+        found = self._events.get(key)
+        if found is None:
+            found = self._events[key] = asyncio.Event()
+        return found
 
     def notify(self, key: str) -> None:
         """Wake the waiters on `key`; `*` wakes every waiter (after a lost connection to
@@ -35,9 +35,9 @@ class Notifier:
             for ev in events.values():
                 ev.set()
             return
-        ev = self._events.pop(key, None)
-        if ev is not None:
-            ev.set()
+        woken = self._events.pop(key, None)
+        if woken is not None:
+            woken.set()
 
     def close(self) -> None:
         """The hub is shutting down: wake every waiter for good. Streams and long polls

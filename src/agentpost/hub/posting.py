@@ -262,7 +262,7 @@ def write_plain(tx: Tx, posts: list[PlainPost]) -> list[tuple[Answer, list[str]]
     whose routing decides per post) is declined: None, and it runs as its own job after."""
     now = int(time.time() * 1000)
     out: list[tuple[Answer, list[str]] | None] = [None] * len(posts)
-    slots = {}
+    slots: dict[tuple[str, str], int] = {}
     for i, p in enumerate(posts):
         slots.setdefault((p.sender.id, p.key), i)  # a key twice: the second runs alone
     claimed = keys.claim_many(

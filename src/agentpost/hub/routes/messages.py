@@ -155,7 +155,7 @@ async def cancel(request: Request) -> Response:
     raw = await read_body(request, hub.config.max_json_bytes)
     body = decode_json(raw, CancelIn) if raw.strip() else CancelIn()
     text = routing.STOP if body.agent is None else f"{routing.STOP} @{body.agent}"
-    normalized = {
+    normalized: dict[str, Any] = {
         "text": text,
         "metadata": {},
         "in_reply_to": None,
