@@ -154,6 +154,40 @@ def test_kill_9_of_the_worker_mid_turn_ends_in_one_answer(
     assert "room ops off" not in w.output() + again.output()
 
 
+SIGTERM_LEASE = 600.0
+
+
+def test_sigterm_of_the_worker_mid_turn_and_a_restart_at_once_ends_in_one_answer(
+    make_hub: Callable[..., HubProcess], tmp_path: Path, workers: list[Worker]
+) -> None:
+    """The Worker is stopped with SIGTERM mid-Turn and restarted at once on the same
+    workspace, its guard released (as its clean stop does when its poll ends in time; else
+    emptied here, as a supervisor may). The new Worker polls within the lease window, so the
+    lease alone would keep the lost Turn's task reserved for as long as it polls; its
+    heartbeat says it has nothing in hand (agent-connect drops its predecessor's ids on its
+    second heartbeat, a minute in), and the hub serves the task again: one answer, in the
+    first placeholder, long before the lease (10 minutes here) could run out."""
+    hub = make_hub(env={"AGENTPOST_AG2_LEASE_SECONDS": str(SIGTERM_LEASE)})
+    s = setup_ag2(hub)
+    w = start_worker(hub.url, s.tokens["bot"], tmp_path)
+    workers.append(w)
+    asked = post(hub, s.tokens["alice"], s.room, "@bot sleep 8")
+    placeholder = poll(lambda: _answers(hub, s, asked), timeout=60, interval=0.2)[0]
+    start = time.monotonic()
+    w.stop(grace=20.0)  # mid-Turn: agent-connect's SIGTERM, up to its 12 s stop budget
+    assert not [e for e in _answers(hub, s, asked) if "slept" in e["text"]]
+    w.release_guard()
+    again = start_worker(hub.url, s.tokens["bot"], tmp_path, name="w2")
+    workers.append(again)
+    answer = _answered(hub, s, asked, "slept 8s", timeout=180)
+    poll(lambda: _done(hub, s, asked), timeout=30)
+    assert time.monotonic() - start < SIGTERM_LEASE / 3
+    assert answer["id"] == placeholder["id"] and answer["edited"] is True
+    assert [e["id"] for e in _answers(hub, s, asked)] == [answer["id"]]
+    assert [e["id"] for e in _bot_woke(hub, s.tokens["alice"])] == [answer["id"]]
+    assert "room ops off" not in w.output() + again.output()
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

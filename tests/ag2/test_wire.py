@@ -315,3 +315,47 @@ def test_a_waiting_poll_gets_the_room_s_next_task_when_the_first_is_answered(
             assert r.post("/v1/results", json={"id": first["id"], "body": "1"}).status_code == 200
             assert [t["id"] for t in polled.result()] == [second["id"]]
             assert time.monotonic() - started < 10  # woken by the answer, not timed out
+
+
+def test_a_heartbeat_with_fewer_tasks_in_hand_than_acked_serves_them_again(
+    hub: HubProcess,
+) -> None:
+    """A Worker restarted within the lease window (SIGTERM mid-Turn, its poller guard
+    released) polls like the old one but has lost the old one's Turn; its heartbeat says so
+    (`inflight` 0). The hub serves the task again at once, attempt + 1, not after the lease:
+    the new attempt's placeholder edits the first one's, and there is one answer."""
+    s = setup_ag2(hub)  # the default lease: 60 s, far longer than this test
+    asked = post(hub, s.tokens["alice"], s.room, "long job @bot")
+    with relay(hub, s.tokens["bot"]) as r:
+        task = served(r)
+        assert r.post(f"/v1/tasks/{task['id']}/ack", json={}).status_code == 200
+        room = task["channel_id"]
+        first = r.post("/v1/room", json={"op": "message", "room_id": room, "body": "⏳ On it..."})
+        assert first.status_code == 200, first.text
+        # The Worker that runs it says it has it: the lease is kept.
+        assert r.post("/v1/heartbeat", json={"inflight": 1}).json() == {"ok": True}
+        assert r.post("/v1/heartbeat", json={"client": "x"}).json() == {"ok": True}
+        assert tasks(r) == []
+        # Its successor has nothing in hand: served again, now.
+        assert r.post("/v1/heartbeat", json={"inflight": 0}).json() == {"ok": True}
+        again = tasks(r)
+        assert [(t["id"], t["attempt"]) for t in again] == [(task["id"], 2)]
+        assert r.post(f"/v1/tasks/{task['id']}/ack", json={}).status_code == 200
+        assert r.post("/v1/heartbeat", json={"inflight": 1}).json() == {"ok": True}
+        assert tasks(r) == []
+        second = r.post("/v1/room", json={"op": "message", "room_id": room, "body": "⏳ On it..."})
+        assert second.json()["event_id"] == first.json()["event_id"]  # the first placeholder
+        edit = {"op": "edit", "room_id": room, "event_id": first.json()["event_id"], "body": "done"}
+        assert r.post("/v1/room", json=edit).status_code == 200
+        done = r.post("/v1/results", json={"id": task["id"], "body": "[REPLIED]"})
+        assert done.json() == {"ok": True, "duplicate": False}
+        late = r.post("/v1/results", json={"id": task["id"], "body": "done"})
+        assert late.json() == {"ok": True, "duplicate": True}
+        assert r.post("/v1/heartbeat", json={"inflight": 0}).json() == {"ok": True}
+        assert tasks(r) == []  # answered: nothing to serve again
+    replies = said(hub, s.tokens["alice"], s.room, "bot")
+    assert [(e["text"], e["in_reply_to"], e["edited"]) for e in replies] == [
+        ("done", asked["id"], True)
+    ]
+    woke = [e["id"] for e in inbox(hub, s.tokens["alice"]) if e["sender"] == "bot"]
+    assert woke == [first.json()["event_id"]]  # alice was woken once

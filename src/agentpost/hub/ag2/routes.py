@@ -270,8 +270,16 @@ async def upload(request: Request) -> Response:
 
 async def heartbeat(request: Request) -> Response:
     hub = hub_of(request)
-    await _agent(request, hub)  # an authenticated request marks the member seen (§12)
-    decode_json(await read_body(request, hub.config.max_json_bytes), wire.HeartbeatIn)
+    member = await _agent(request, hub)  # an authenticated request marks it seen (§12)
+    body = decode_json(await read_body(request, hub.config.max_json_bytes), wire.HeartbeatIn)
+    released = await hub.engine.write(lambda tx: tasks.heartbeat(tx, member, body.inflight))
+    if released:
+        log.info(
+            "ag2: %s has %s task(s) in hand, fewer than it acked: %d lease(s) served again",
+            member.name,
+            body.inflight,
+            released,
+        )
     return _ok(200, {"ok": True})
 
 

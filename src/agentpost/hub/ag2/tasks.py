@@ -10,6 +10,11 @@ member's new inbox rows in as tasks, then, under the member's poller row lock:
   a hub notice under the message says the agent never took it, and the wake-up is acked;
 - at most one task per room is out at a time, oldest first: every room op the agent makes
   in a room while its task there is out belongs to that task (`linked_task`).
+A heartbeat says how many tasks the Worker has in hand (`inflight`: taken in and not yet
+answered). Fewer than the acked leases the hub holds for it means the Worker lost some (a
+restarted Worker that dropped its predecessor's ids): every lease of the member is released
+and served again with `attempt` + 1 (`heartbeat`); the relay client re-acks a task it still
+has and runs one it lost.
 The inbox cursor follows: it is acknowledged up to the oldest task still open.
 """
 
@@ -103,6 +108,24 @@ def ack(tx: Tx, member: Member, task_id: str, now: int, lease_ms: int) -> Task |
         return None
     ag2.extend(tx, t, now + lease_ms, t.grace, True)
     return t
+
+
+def heartbeat(tx: Tx, member: Member, inflight: int | None) -> int:
+    """The Worker says it has `inflight` tasks in hand. When that is fewer than the acked
+    leases the hub holds for it, it lost some, and the hub cannot tell which: every lease
+    is released and served again (attempt + 1) by the next poll. A Worker that still has a
+    task re-acks it and does not run it again; one that lost it runs it, and its first room
+    message edits the earlier attempt's reply. Returns how many leases were released."""
+    if inflight is None:
+        return 0
+    ag2.lock_poller(tx, member.id)
+    leased = [t for t in ag2.open_tasks(tx, member.id) if t.state == LEASED]
+    if inflight >= sum(1 for t in leased if t.acked):
+        return 0
+    for t in leased:
+        ag2.requeue(tx, t)
+    tx.notify(inbox_key(member.id))  # a waiting poll serves them at once
+    return len(leased)
 
 
 def linked_task(tx: Tx, member: Member, room_id: str) -> Task | None:
