@@ -164,8 +164,9 @@ def ended(
     else:  # max_tokens, max_turn_requests: the agent stopped before it was done
         outcome = ERROR
     text = "".join(c.text).strip()
-    named = named_files(text, c.links)[: max(0, MAX_LINKS - len(c.links))]
-    dropped = c.dropped_links + len(named_files(text, c.links)) - len(named)
+    in_text = named_files(text, c.links)
+    named = in_text[: max(0, MAX_LINKS - len(c.links))]
+    dropped = c.dropped_links + len(in_text) - len(named)
     return TurnResult(
         outcome, text, list(c.links), stop_reason, c.cut(), dropped, list(c.refused), named
     )
