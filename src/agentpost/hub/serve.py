@@ -133,16 +133,38 @@ class _Server(uvicorn.Server):
             stuck.cancel()
 
     async def _drop_stuck_readers(self) -> None:
-        """Close connections whose reader stopped reading (the write buffer stays full):
-        their stream cannot finish its last write, and a reader resumes from
-        `Last-Event-ID` anyway. uvicorn reports that as the client having gone."""
+        """Close connections whose reader stopped reading: their stream cannot finish its
+        last write, and a reader resumes from `Last-Event-ID` anyway. uvicorn reports that
+        as the client having gone. Two shapes: a write still paused on a full buffer
+        (dropped at once), and a response that has ended but whose closing transport still
+        holds bytes nobody reads (dropped once its buffer has not moved for
+        `_STUCK_AFTER` seconds, so a slow but live reader still gets its last bytes)."""
+        seen: dict[int, tuple[int, float]] = {}
+        loop = asyncio.get_running_loop()
         while True:
+            now = loop.time()
             for conn in list(self.server_state.connections):
                 flow = getattr(conn, "flow", None)
                 transport = getattr(conn, "transport", None)
-                if flow is not None and flow.write_paused and transport is not None:
+                if transport is None:
+                    continue
+                if flow is not None and flow.write_paused:
+                    transport.abort()
+                    continue
+                if not transport.is_closing():
+                    continue
+                pending = transport.get_write_buffer_size()
+                if pending == 0:
+                    continue
+                size, since = seen.setdefault(id(conn), (pending, now))
+                if size != pending:
+                    seen[id(conn)] = (pending, now)
+                elif now - since >= _STUCK_AFTER:
                     transport.abort()
             await asyncio.sleep(0.05)
+
+
+_STUCK_AFTER = 0.5
 
 
 def serve(config: HubConfig, log_level: str = "warning") -> None:
