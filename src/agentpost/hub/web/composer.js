@@ -1,6 +1,9 @@
 // The composer: a message gets its Idempotency-Key when it is composed and keeps it until
 // the hub acknowledges it, so Send after a lost answer replays instead of posting twice.
-// The draft (text and key) survives a reload in this tab's sessionStorage.
+// The draft (text and key) survives a reload in this tab's sessionStorage. Enter sends,
+// Shift+Enter is a new line; the box grows with its text. A reply sets `in_reply_to` (and,
+// to a delegation addressed to you, the `reply_kind` picked); an edit posts the new text
+// as an edit of your message (docs/api.md "Relations"), retry-safe the same way.
 
 import * as api from "./api.js";
 import { humanSize } from "./timeline.js";
@@ -17,30 +20,115 @@ function draftKey(roomId) {
 
 export class Composer {
   /** form, box (textarea), file (input), status (line); onPosted(event) draws it. */
-  constructor({ form, box, file, button, status, onPosted }) {
-    Object.assign(this, { form, box, file, button, status, onPosted });
+  /** context: {box, text, kindLabel, kind, cancel} of the reply/edit line; chosen: the
+   * line naming the file picked; mentions: the completion list (mentions.js). */
+  constructor({ form, box, file, button, status, onPosted, context, chosen, mentions }) {
+    Object.assign(this, { form, box, file, button, status, onPosted, context, chosen, mentions });
     this.roomId = null;
     this.key = null;
     this.busy = false;
     this.maxUpload = null;
+    this.replyTo = null; // the event answered
+    this.editing = null; // your event whose text is being edited
     form.addEventListener("submit", (ev) => {
       ev.preventDefault();
       this.send();
     });
-    box.addEventListener("input", () => this.composed());
-    file.addEventListener("change", () => this.composed());
+    box.addEventListener("input", () => {
+      this.composed();
+      this.grow();
+    });
+    file.addEventListener("change", () => {
+      this.composed();
+      this.showChosen();
+    });
     box.addEventListener("keydown", (ev) => {
-      if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
+      if (this.mentions && this.mentions.handleKey(ev)) return;
+      if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
         ev.preventDefault();
         this.send();
+      } else if (ev.key === "Escape" && (this.replyTo || this.editing)) {
+        ev.preventDefault();
+        this.cancelContext();
       }
     });
+    context.cancel.addEventListener("click", () => {
+      this.cancelContext();
+      this.box.focus();
+    });
+  }
+
+  /** The box is as tall as its text (one row when empty), up to the CSS max-height. */
+  grow() {
+    if (!this.box.value) {
+      this.box.style.height = ""; // one row (rows=1): a placeholder never makes it taller
+      return;
+    }
+    this.box.style.height = "auto";
+    this.box.style.height = `${this.box.scrollHeight + 2}px`;
+  }
+
+  showChosen() {
+    const picked = this.file.files[0];
+    this.chosen.hidden = !picked;
+    this.chosen.textContent = picked ? `File: ${picked.name} (${humanSize(picked.size)})` : "";
+  }
+
+  /** Answer `event`; `receiptKinds`: offer the kinds of a receipt (a delegation to you). */
+  replyToEvent(event, receiptKinds) {
+    this.leaveEdit();
+    this.replyTo = event;
+    const words = (event.text || "").replace(/\s+/g, " ").slice(0, 80);
+    this.context.text.textContent = `Replying to ${event.sender} #${event.seq}: ${words}`;
+    this.context.kind.value = "";
+    this.context.kind.hidden = !receiptKinds;
+    this.context.kindLabel.hidden = !receiptKinds;
+    this.context.cancel.textContent = "Cancel reply";
+    this.context.box.hidden = false;
+    this.box.focus();
+  }
+
+  /** Edit your own `event`: the box holds its text until Send or Cancel. */
+  editEvent(event) {
+    this.replyTo = null;
+    if (!this.editing) this.stash = { text: this.box.value, key: this.key };
+    this.editing = event;
+    this.key = null; // an edit is a request of its own, with its own key
+    this.box.value = event.text || "";
+    this.context.text.textContent = `Editing your message #${event.seq}`;
+    this.context.kind.hidden = true;
+    this.context.kindLabel.hidden = true;
+    this.context.cancel.textContent = "Cancel edit";
+    this.context.box.hidden = false;
+    this.grow();
+    this.box.focus();
+  }
+
+  leaveEdit() {
+    if (!this.editing) return;
+    this.editing = null;
+    const stash = this.stash || { text: "", key: null };
+    this.stash = null;
+    this.box.value = stash.text;
+    this.key = stash.key;
+    this.grow();
+  }
+
+  cancelContext() {
+    this.leaveEdit();
+    this.replyTo = null;
+    this.context.box.hidden = true;
+    this.context.text.textContent = "";
   }
 
   /** Switch to `roomId`, restoring its draft. */
   open(roomId) {
+    this.editing = null;
+    this.stash = null;
+    this.cancelContext();
     this.roomId = roomId;
     this.file.value = "";
+    this.showChosen();
     this.say("");
     let saved = null;
     try {
@@ -50,6 +138,7 @@ export class Composer {
     }
     this.box.value = saved ? saved.text : "";
     this.key = saved ? saved.key : null;
+    this.grow();
   }
 
   composed() {
@@ -58,7 +147,7 @@ export class Composer {
   }
 
   save() {
-    if (!this.roomId) return;
+    if (!this.roomId || this.editing) return; // an edit is not a draft of the room
     if (this.key) {
       const draft = JSON.stringify({ text: this.box.value, key: this.key });
       sessionStorage.setItem(draftKey(this.roomId), draft);
@@ -74,16 +163,28 @@ export class Composer {
 
   async send() {
     if (this.busy || !this.roomId) return;
+    if (this.editing) return this.sendEdit();
     const text = this.box.value;
     const chosen = this.file.files[0];
     if (!text.trim() && !chosen) {
       this.say("Type a message or choose a file first.", "bad");
       return;
     }
+    if (chosen && this.replyTo) {
+      this.say("A reply carries text only: cancel the reply to send the file on its own.", "bad");
+      return;
+    }
     if (!this.key) this.key = newKey();
     this.save();
     const roomId = this.roomId;
     const key = this.key;
+    const answer = {};
+    if (this.replyTo) {
+      answer.in_reply_to = this.replyTo.id;
+      if (!this.context.kind.hidden && this.context.kind.value) {
+        answer.reply_kind = this.context.kind.value;
+      }
+    }
     this.busy = true;
     this.button.setAttribute("aria-disabled", "true");
     this.say("Sending…");
@@ -96,17 +197,55 @@ export class Composer {
         if (text.trim()) form.append("text", text);
         res = await api.call("POST", path + "/media", { form, key });
       } else {
-        res = await api.call("POST", path + "/messages", { json: { text }, key });
+        res = await api.call("POST", path + "/messages", { json: { text, ...answer }, key });
       }
       if (this.roomId === roomId && this.key === key) {
         this.key = null;
         this.box.value = "";
         this.file.value = "";
+        this.showChosen();
+        this.cancelContext();
+        this.grow();
         this.save();
       }
       const replayed = res.headers.get("Idempotency-Status") === "replayed";
       this.say(replayed ? "Posted (the hub had it already: not posted twice)." : "Posted.", "good");
       this.onPosted(res.body.event);
+    } catch (err) {
+      this.failed(err, key);
+    } finally {
+      this.busy = false;
+      this.button.removeAttribute("aria-disabled");
+    }
+  }
+
+  /** Post the box's text as an edit of `this.editing`; its key is kept until the hub answers. */
+  async sendEdit() {
+    const target = this.editing;
+    const text = this.box.value;
+    if (!text.trim()) {
+      this.say("An edit needs text; to remove the message, use Delete.", "bad");
+      return;
+    }
+    if (!this.key) this.key = newKey();
+    const key = this.key;
+    this.busy = true;
+    this.button.setAttribute("aria-disabled", "true");
+    this.say("Saving the edit…");
+    try {
+      const path = `/v1/rooms/${encodeURIComponent(target.room)}/events/${encodeURIComponent(target.id)}/edits`;
+      await api.call("POST", path, { json: { text }, key });
+      if (this.editing === target) {
+        this.editing = null;
+        this.key = null;
+        const stash = this.stash || { text: "", key: null };
+        this.stash = null;
+        this.box.value = stash.text;
+        this.key = stash.key;
+        this.cancelContext();
+        this.grow();
+      }
+      this.say("Edited.", "good");
     } catch (err) {
       this.failed(err, key);
     } finally {

@@ -7,11 +7,14 @@ import * as api from "./api.js";
 const SEEN_KEY = "agentpost.seen";
 
 export class Inbox {
-  /** acked: the member's acked cursor; onChange(countsByRoom, roomIdsUnknown). */
-  constructor(acked, onChange) {
+  /** acked: the member's acked cursor; onChange(countsByRoom); onNew(items): wake-ups that
+   * arrived while the page was open (not the backlog found at sign-in). */
+  constructor(acked, onChange, onNew = () => {}) {
     this.acked = acked;
     this.after = acked;
     this.onChange = onChange;
+    this.onNew = onNew;
+    this.first = true;
     this.items = new Map(); // cursor → room id
     this.seen = new Set(JSON.parse(sessionStorage.getItem(SEEN_KEY) || "[]"));
     this.showing = null;
@@ -29,11 +32,13 @@ export class Inbox {
     let pause = 500;
     while (!this.stopped) {
       try {
-        const res = await api.call("GET", `/v1/inbox?after=${this.after}&wait=25&limit=500`, {
+        const res = await api.call("GET", `/v1/inbox?after=${this.after}&wait=${this.first ? 0 : 25}&limit=500`, {
           signal: this.abort.signal,
         });
         for (const item of res.body.items) this.items.set(item.cursor, item.event.room);
         this.after = Math.max(this.after, res.body.cursor);
+        if (!this.first && res.body.items.length) this.onNew(res.body.items);
+        this.first = false;
         pause = 500;
         if (this.showing) this.markSeen(this.showing);
         else this.changed();

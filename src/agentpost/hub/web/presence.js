@@ -1,12 +1,11 @@
-// Who is here and who got what (docs/presence.md, docs/delivery.md): the room's participants marked online or
-// not (from the workspace's member list, asked again every 30 s while a room is open), and
-// under the newest messages that woke someone a "read by … / acked by …" line from each
-// message's delivery state. Delivery lines are asked for when the room opens and again when
-// new events arrive (at most once every 2 s), never on a timer of their own.
+// Who is here and who got what (docs/presence.md, docs/delivery.md): the room's active
+// participants marked online or not, as the room's stream pushes them (no poll), and shown
+// as unknown while the stream is down; under the newest messages that woke someone a
+// "read by … / acked by …" line from each message's delivery state. Delivery lines are
+// asked for when the room opens and again when new events arrive (at most once every 2 s).
 
 import * as api from "./api.js";
 
-const MEMBERS_EVERY_MS = 30000;
 const DELIVERY_SETTLE_MS = 2000;
 const DELIVERY_NEWEST = 10; // messages with targets whose line is kept fresh
 
@@ -30,60 +29,59 @@ export class Presence {
     this.list = list;
     this.timeline = timeline;
     this.roomId = null;
-    this.participants = [];
-    this.workspace = null;
-    this.membersTimer = null;
+    this.members = []; // the last pushed: [{name, kind, online, last_seen, worker}]
     this.deliveryTimer = null;
     this.deliveryDue = false;
   }
 
-  open(room, workspace) {
+  open(room) {
     this.close();
     this.roomId = room.id;
-    this.participants = room.participants || [];
-    this.workspace = workspace;
-    this.refreshMembers();
-    this.membersTimer = setInterval(() => this.refreshMembers(), MEMBERS_EVERY_MS);
     this.refreshDelivery();
   }
 
   close() {
-    clearInterval(this.membersTimer);
     clearTimeout(this.deliveryTimer);
-    this.membersTimer = this.deliveryTimer = null;
+    this.deliveryTimer = null;
     this.deliveryDue = false;
     this.roomId = null;
+    this.members = [];
     this.list.replaceChildren();
   }
 
-  async refreshMembers() {
-    const roomId = this.roomId;
-    let members;
-    try {
-      const path = `/v1/workspaces/${encodeURIComponent(this.workspace)}/members`;
-      members = (await api.call("GET", path)).body.members;
-    } catch {
-      return; // the next round asks again; the room itself says when the hub is gone
-    }
-    if (roomId !== this.roomId) return;
-    const byName = new Map(members.map((m) => [m.name, m]));
+  /** Names that may be mentioned: the room's active participants. */
+  names() {
+    return this.members.map((m) => m.name);
+  }
+
+  /** The stream pushed the room's active participants (removed members are not in it). */
+  show(members) {
+    this.members = members;
+    this.draw(true);
+  }
+
+  /** The stream is down: nobody's presence is known until it is back. */
+  unknown() {
+    this.draw(false);
+  }
+
+  draw(known) {
     const items = [];
-    for (const name of [...this.participants].sort()) {
-      const m = byName.get(name);
-      const online = Boolean(m && m.online);
+    for (const m of [...this.members].sort((a, b) => a.name.localeCompare(b.name))) {
+      const online = known && Boolean(m.online);
       const item = document.createElement("li");
       item.className = online ? "person online" : "person";
-      item.dataset.member = name;
-      item.dataset.online = String(online);
+      item.dataset.member = m.name;
+      item.dataset.online = known ? String(online) : "unknown";
       const who = document.createElement("span");
       who.className = "person-name";
-      who.textContent = name;
+      who.textContent = m.name;
       const mark = document.createElement("span");
-      mark.className = "presence";
-      mark.textContent = online ? "online" : m && m.last_seen ? "away" : "never seen";
-      if (m && m.last_seen) mark.title = `last seen ${m.last_seen}`;
+      mark.className = known ? "presence" : "presence unknown";
+      mark.textContent = !known ? "unknown" : online ? "online" : m.last_seen ? "away" : "never seen";
+      if (m.last_seen) mark.title = `last seen ${m.last_seen}`;
       item.append(who, " ", mark);
-      if (m && m.worker && m.worker.live) {
+      if (known && m.worker && m.worker.live) {
         // The one Worker that holds this agent's lease (docs/connect.md "One Worker").
         const worker = document.createElement("span");
         worker.className = "worker";

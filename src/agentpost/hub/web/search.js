@@ -25,8 +25,13 @@ export function marked(text, highlights) {
 
 export class Search {
   /** `onOpen(roomId, eventId)` opens a hit; `roomName(id)` names a room. */
-  constructor({ form, box, results, status, more, onOpen, roomName }) {
-    Object.assign(this, { form, box, results, status, more, onOpen, roomName });
+  constructor({ form, box, results, status, more, clearButton, onOpen, roomName }) {
+    Object.assign(this, { form, box, results, status, more, clearButton, onOpen, roomName });
+    clearButton.addEventListener("click", () => {
+      box.value = "";
+      this.clear();
+      box.focus();
+    });
     this.query = "";
     this.before = null;
     form.addEventListener("submit", (event) => {
@@ -40,6 +45,7 @@ export class Search {
     this.results.replaceChildren();
     this.status.textContent = "";
     this.more.hidden = true;
+    this.clearButton.hidden = true;
   }
 
   async run(query, before) {
@@ -66,6 +72,7 @@ export class Search {
     const n = this.results.children.length;
     this.status.textContent = n ? `${n} found` : "Nothing found";
     this.more.hidden = !body.next_before;
+    this.clearButton.hidden = false;
   }
 
   item(hit) {

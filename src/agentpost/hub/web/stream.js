@@ -2,7 +2,8 @@
 // token), then the SSE stream. A dropped connection is resumed by the browser with
 // Last-Event-ID while the ticket is fresh; after that with a new ticket and `after` = the
 // last seq drawn. Either way the hub sends what came after: no gap, and the timeline draws
-// an event once by its id, so no duplicate.
+// an event once by its id, so no duplicate. The stream also pushes who of the room is
+// online (`presence=1`: frames named "presence", no id), so nothing polls for it.
 
 import * as api from "./api.js";
 
@@ -12,13 +13,14 @@ export class RoomStream {
   /**
    * roomId: the room; after: the last seq already drawn;
    * onEvent(event): each event; onState(state, detail): "connecting" | "live" |
-   * "reconnecting" | "stopped".
+   * "reconnecting" | "stopped"; onPresence(members): the room's active participants.
    */
-  constructor(roomId, after, onEvent, onState) {
+  constructor(roomId, after, onEvent, onState, onPresence = () => {}) {
     this.roomId = roomId;
     this.last = after;
     this.onEvent = onEvent;
     this.onState = onState;
+    this.onPresence = onPresence;
     this.source = null;
     this.timer = null;
     this.failures = 0;
@@ -44,7 +46,7 @@ export class RoomStream {
       return;
     }
     if (this.closed) return;
-    const source = new EventSource(`${ticket.stream_url}&after=${this.last}`);
+    const source = new EventSource(`${ticket.stream_url}&after=${this.last}&presence=1`);
     this.source = source;
     source.addEventListener("open", () => {
       this.failures = 0;
@@ -59,6 +61,15 @@ export class RoomStream {
       }
       if (event.seq > this.last) this.last = event.seq;
       this.onEvent(event);
+    });
+    source.addEventListener("presence", (message) => {
+      let body;
+      try {
+        body = JSON.parse(message.data);
+      } catch (_) {
+        return;
+      }
+      if (Array.isArray(body.members)) this.onPresence(body.members);
     });
     source.addEventListener("error", () => {
       if (this.closed || this.source !== source) return;

@@ -96,11 +96,15 @@ export class Timeline {
     this.receipts = new Map(); // E1 id → [{sender, kind}]
     this.urls = [];
     this.maxDepth = null; // the room's max_delegation_depth, set by the page
+    this.me = null; // the signed-in member's name: their own messages can be edited, deleted
+    this.events = new Map(); // id → the event as last drawn
+    this.onAction = () => {}; // (action, event): "reply" | "edit" | "delete", set by the page
   }
 
   clear() {
     this.list.replaceChildren();
     this.byId.clear();
+    this.events.clear();
     this.receipts.clear();
     for (const url of this.urls) URL.revokeObjectURL(url);
     this.urls = [];
@@ -125,8 +129,14 @@ export class Timeline {
     const old = this.byId.get(event.id);
     if (!old) return false;
     const node = this.render(event);
+    if (old.classList.contains("show-details")) {
+      node.classList.add("show-details");
+      const toggle = node.querySelector("[data-action=details]");
+      if (toggle) toggle.setAttribute("aria-pressed", "true");
+    }
     old.replaceWith(node);
     this.byId.set(event.id, node);
+    this.events.set(event.id, event);
     if (this.receipts.has(event.id)) this.showReceipts(event.id);
     return true;
   }
@@ -136,6 +146,7 @@ export class Timeline {
     if (!event || typeof event.id !== "string" || this.byId.has(event.id)) return false;
     const node = this.render(event);
     this.byId.set(event.id, node);
+    this.events.set(event.id, event);
     let before = null;
     for (let at = this.list.lastElementChild; at; at = at.previousElementSibling) {
       if (Number(at.dataset.seq) < event.seq) break;
@@ -154,10 +165,22 @@ export class Timeline {
 
   focusEvent(id) {
     const node = this.byId.get(id);
-    if (!node) return false;
+    if (!node || node.hidden) return false;
     node.scrollIntoView({ block: "center" });
     node.focus();
     return true;
+  }
+
+  /** The event as last drawn (its latest text after an edit). */
+  event(id) {
+    return this.events.get(id) || null;
+  }
+
+  /** How many drawn events are messages people see (not edits, reactions, redactions). */
+  get shown() {
+    let n = 0;
+    for (const node of this.byId.values()) if (!node.hidden) n += 1;
+    return n;
   }
 
   /** The ids of the newest `n` drawn events that woke someone, newest first. */
@@ -255,7 +278,40 @@ export class Timeline {
     delivery.hidden = true;
     item.append(delivery);
     item.append(this.routing(event));
+    item.append(this.actions(event));
     return item;
+  }
+
+  /** Reply, edit, delete and details: shown on hover or focus, reachable by Tab. */
+  actions(event) {
+    const bar = el("div", "actions");
+    bar.setAttribute("role", "group");
+    bar.setAttribute("aria-label", `Actions on #${event.seq}`);
+    const who = `${event.sender} #${event.seq}`;
+    const add = (action, words, label) => {
+      const button = el("button", "", words);
+      button.type = "button";
+      button.dataset.action = action;
+      button.setAttribute("aria-label", label);
+      button.addEventListener("click", () => this.onAction(action, this.event(event.id) || event));
+      bar.append(button);
+      return button;
+    };
+    if (!event.redacted && event.type === "message") add("reply", "Reply", `Reply to ${who}`);
+    const mine = this.me !== null && event.sender === this.me;
+    if (mine && !event.redacted && event.type === "message") {
+      if (event.text) add("edit", "Edit", `Edit #${event.seq}`);
+      add("delete", "Delete", `Delete #${event.seq}`);
+    }
+    const details = add("details", "Details", `Delivery details of #${event.seq}`);
+    details.setAttribute("aria-pressed", "false");
+    details.addEventListener("click", () => {
+      const item = this.byId.get(event.id);
+      if (!item) return;
+      const open = item.classList.toggle("show-details");
+      details.setAttribute("aria-pressed", String(open));
+    });
+    return bar;
   }
 
   editedMark(event) {
