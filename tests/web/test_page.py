@@ -202,6 +202,10 @@ def test_receipts_carry_badges_link_to_the_delegation_and_show_who_was_woken(
         delegation = page.locator(f'[data-event-id="{e1["id"]}"]')
         expect(delegation).to_contain_text("Delegates to helper")
         expect(delegation).to_contain_text(f"Reported back — helper: {word}")
+        expect(item.get_by_text("Woke bot")).to_be_hidden()  # compact: detail on demand
+        details = item.get_by_role("button", name=f"Delivery details of #{receipt['seq']}")
+        details.click()
+        expect(details).to_have_attribute("aria-pressed", "true")
         item.get_by_text("Woke bot").click()
         expect(item.get_by_text("receipt — a receipt goes back to the delegator")).to_be_visible()
         item.get_by_role("link", name=f"Answers #{e1['seq']}").click()
@@ -250,7 +254,9 @@ def test_older_pages_load_on_scroll(page: Page, setup: Setup) -> None:
     expect(page.get_by_role("button", name="Load older messages")).to_be_hidden()
 
 
-def test_unread_counts_come_from_the_inbox_and_clear_when_read(page: Page, setup: Setup) -> None:
+def test_wake_ups_for_you_come_from_the_inbox_and_clear_when_read(
+    page: Page, setup: Setup
+) -> None:
     with setup.hub.client(setup.tokens["bot"]) as c:
         body = {"name": "builds", "participants": ["alice"]}
         r = c.post(f"/v1/workspaces/{setup.workspace}/rooms", json=body)
@@ -262,16 +268,16 @@ def test_unread_counts_come_from_the_inbox_and_clear_when_read(page: Page, setup
     post(setup.hub, setup.tokens["bot"], builds, "@alice build 2 failed")
     post(setup.hub, setup.tokens["bot"], setup.room, "@alice seen here, read at once")
     count = page.locator("li", has=page.get_by_role("button", name="builds", exact=True))
-    expect(count.locator(".unread")).to_have_text("2 unread")
+    expect(count.locator(".unread.mine")).to_have_text("2 for you")
     expect(page.get_by_role("button", name="builds", exact=True)).to_have_accessible_description(
-        "2 unread"
+        "2 unread 2 for you"
     )
     general = page.locator("li", has=page.get_by_role("button", name="general", exact=True))
-    expect(general.locator(".unread")).to_be_hidden()
+    expect(general.locator(".unread.mine")).to_be_hidden()
     with setup.hub.client(setup.tokens["alice"]) as c:
         assert c.get("/v1/me").json()["inbox_cursor"] == 0  # general's item waits on builds'
     open_room(page, "builds")
-    expect(count.locator(".unread")).to_be_hidden()
+    expect(count.locator(".unread.mine")).to_be_hidden()
     with setup.hub.client(setup.tokens["alice"]) as c:
         poll(lambda: c.get("/v1/me").json()["inbox_cursor"] == 3)
 

@@ -154,7 +154,7 @@ def test_a_stream_cut_by_a_hub_crash_resumes_without_gaps_or_duplicates(
             assert resumed[-1][1] == "3"
         else:
             assert len(tickets) >= 2
-            assert resumed[-1][0].endswith("&after=3")
+            assert "&after=3&" in resumed[-1][0] or resumed[-1][0].endswith("&after=3")
     finally:
         again.stop()
 

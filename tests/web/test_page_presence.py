@@ -65,6 +65,8 @@ def test_a_message_shows_who_read_and_acked_it_as_events_arrive(
     sign_in(page, hub, s.tokens["alice"])
     open_room(page, "general")
     message = page.locator(f'[data-event-id="{asked["id"]}"]')
+    expect(message.get_by_text("Not read yet by bot")).to_be_hidden()  # compact by default
+    page.get_by_role("button", name="Show delivery details").click()
     expect(message.get_by_text("Not read yet by bot")).to_be_visible()
 
     # bot reads and acks: no new event, so the line waits (no poll of its own)...

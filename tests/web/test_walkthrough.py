@@ -104,6 +104,7 @@ def test_the_walkthrough_of_docs_web_md(page: Page, hub: HubProcess, tmp_path: P
         receipt = page.locator("[data-event-id]", has_text="here is notes.md")
         badge = receipt.locator("[data-reply-kind]")
         expect(badge).to_have_attribute("data-reply-kind", "returned")
+        receipt.get_by_role("button", name="Delivery details").click()
         receipt.get_by_text("Woke planner").click()
         expect(receipt).to_contain_text("receipt")
         receipt.get_by_role("link", name="Answers #1").click()
@@ -112,7 +113,7 @@ def test_the_walkthrough_of_docs_web_md(page: Page, hub: HubProcess, tmp_path: P
         expect(question.locator("[data-reply-kind]")).to_have_text("needs input")
 
         page.get_by_label("Message").fill("thanks both")
-        page.get_by_role("button", name="Send").click()
+        page.keyboard.press("Enter")
         expect(page.locator("[data-event-id]", has_text="thanks both")).to_have_count(1)
         terminal.run(stop)
     finally:

@@ -108,6 +108,7 @@ function signOut(reason) {
   state.buttons.clear();
   state.counts.clear();
   $("rooms").replaceChildren();
+  roomsDrawn = "";
   search.clear();
   roomStatus("");
   drawTitle();
@@ -174,11 +175,29 @@ async function enter() {
   else if (state.buttons.size) state.buttons.values().next().value.focus();
 }
 
-let roomsAsked = 0;
+let roomsLoading = null;
+let roomsAgain = false;
+let roomsDrawn = "";
 
-async function loadRooms() {
+/** Ask the hub for the rooms; calls while one is on its way share one more ask after it. */
+function loadRooms() {
+  if (roomsLoading) {
+    roomsAgain = true;
+    return roomsLoading;
+  }
+  roomsLoading = (async () => {
+    do {
+      roomsAgain = false;
+      await fetchRooms();
+    } while (roomsAgain && state.me);
+  })().finally(() => {
+    roomsLoading = null;
+  });
+  return roomsLoading;
+}
+
+async function fetchRooms() {
   if (!state.me) return;
-  const ask = ++roomsAsked;
   let rooms;
   try {
     const path = `/v1/workspaces/${encodeURIComponent(state.me.workspace.name)}/rooms`;
@@ -189,15 +208,23 @@ async function loadRooms() {
     }
     return;
   }
-  if (ask !== roomsAsked || !state.me) return; // a newer answer is on its way
+  if (!state.me) return;
   rooms.sort((a, b) => a.name.localeCompare(b.name));
+  state.rooms.clear();
+  for (const room of rooms) state.rooms.set(room.id, room);
+  const drawn = rooms.map((r) => `${r.id} ${r.name} ${r.archived}`).join("\n");
+  if (drawn !== roomsDrawn) drawRooms(rooms, drawn); // the same list: only counts change
+  if (state.roomId && !state.rooms.has(state.roomId)) leftRoom();
+  drawCounts();
+}
+
+function drawRooms(rooms, drawn) {
+  roomsDrawn = drawn;
   const focused = document.activeElement && document.activeElement.dataset.roomId;
   const list = $("rooms");
   list.replaceChildren();
-  state.rooms.clear();
   state.buttons.clear();
   for (const room of rooms) {
-    state.rooms.set(room.id, room);
     const item = document.createElement("li");
     const button = document.createElement("button");
     button.type = "button";
@@ -227,8 +254,6 @@ async function loadRooms() {
     if (focused === room.id) button.focus();
   }
   $("rooms-empty").hidden = rooms.length > 0;
-  if (state.roomId && !state.rooms.has(state.roomId)) leftRoom();
-  drawCounts();
 }
 
 /** Unread messages per room (since you last read it) and, apart, wake-ups for you. */
