@@ -35,6 +35,8 @@ from agentpost.hub.schemas import (
     MessageIn,
     Name,
     ReactionIn,
+    ReadIn,
+    ReadMarkerOut,
     RedactionIn,
     RoomIn,
     RoomOut,
@@ -232,6 +234,7 @@ _STRUCTS += [PresenceList]  # presence (docs/presence.md)
 _STRUCTS += [SearchReply]  # search (docs/search.md)
 _STRUCTS += [LeaseIn, FenceIn, LeaseTaken, LeaseReply, LeaseCurrent, LeaseReleased]  # §6
 _STRUCTS += [EditIn, ReactionIn, RedactionIn]  # relations (§13)
+_STRUCTS += [ReadIn, ReadMarkerOut]  # read markers (docs/api.md)
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -592,6 +595,16 @@ def _operations() -> dict[str, dict[str, Any]]:
                 [*room_codes, Code.INVALID_REQUEST, Code.TOO_MANY_STREAMS],
                 security=MEMBER_OR_TICKET,
                 params=[ROOM_ID, AFTER_SEQ, LAST_EVENT_ID],
+            )
+        },
+        "/v1/rooms/{room}/read": {
+            "post": _op(
+                "mark_room_read",
+                (200, _json("ReadMarkerOut")),
+                [*room_codes, *BODY],
+                security=MEMBER,
+                params=[ROOM_ID],
+                body="ReadIn",
             )
         },
         "/v1/rooms/{room}/stream-ticket": {

@@ -182,6 +182,10 @@ class Event(msgspec.Struct):
 
 
 class RoomOut(msgspec.Struct):
+    """A room as its caller sees it. `participants` lists softly removed members too;
+    `read_seq` and `unread` are the caller's read marker and unread count (docs/api.md
+    "Read markers"), 0 for the admin."""
+
     id: str
     workspace: str
     name: str
@@ -196,6 +200,22 @@ class RoomOut(msgspec.Struct):
     router: str = "sole-agent"
     max_delegation_depth: int = 8
     agent_wakeups_per_minute: int = 120
+    read_seq: int = 0
+    unread: int = 0
+
+
+class ReadIn(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /v1/rooms/{room}/read`: the caller has read the room up to `seq`."""
+
+    seq: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
+class ReadMarkerOut(msgspec.Struct):
+    """The caller's read marker in a room after the move, and what is still unread past it."""
+
+    room: str
+    read_seq: int
+    unread: int
 
 
 class MemberOut(msgspec.Struct):

@@ -22,6 +22,7 @@ FEATURES = [
     "presence",
     "search",
     "relations",
+    "read_markers",  # POST /v1/rooms/{room}/read; rooms carry read_seq and unread
 ]
 
 
