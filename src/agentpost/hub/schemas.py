@@ -182,9 +182,9 @@ class Event(msgspec.Struct):
 
 
 class RoomOut(msgspec.Struct):
-    """A room as its caller sees it. `participants` lists softly removed members too;
-    `read_seq` and `unread` are the caller's read marker and unread count (docs/api.md
-    "Read markers"), 0 for the admin."""
+    """A room as its caller sees it. `participants` lists softly removed members too (the
+    room stream's presence frames list only active ones); `read_seq` and `unread` are the
+    caller's read marker and unread count (docs/api.md "Read markers"), 0 for the admin."""
 
     id: str
     workspace: str
@@ -268,6 +268,24 @@ class MemberSeen(MemberOut):
     last_seen: str | None
     # An agent's Worker lease (§6 "One Worker"); null when no Worker ever ran.
     worker: LeaseHolder | None = None
+
+
+class PresenceMember(msgspec.Struct):
+    """One active participant in a room stream's presence frame: `online`, `last_seen` and
+    `worker` as in the workspace's member list (docs/presence.md)."""
+
+    name: str
+    kind: str
+    online: bool
+    last_seen: str | None
+    worker: LeaseHolder | None
+
+
+class RoomPresence(msgspec.Struct):
+    """The `data` of a room stream's `presence` frame (`?presence=1`, docs/api.md): the
+    room's active participants by name."""
+
+    members: list[PresenceMember]
 
 
 class MediaOut(msgspec.Struct):

@@ -23,6 +23,7 @@ FEATURES = [
     "search",
     "relations",
     "read_markers",  # POST /v1/rooms/{room}/read; rooms carry read_seq and unread
+    "room_presence",  # a room stream's presence frames with ?presence=1
 ]
 
 
