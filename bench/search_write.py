@@ -60,7 +60,7 @@ def one(path: Path, index: bool, n: int, batch: int, rng: random.Random) -> floa
             seq = b * batch + i + 1
             text = f"bench k{seq} " + " ".join(rng.choices(words, k=8))
             body = json.dumps({"id": f"ev_{seq:026d}", "seq": seq, "text": text}).encode()
-            events.insert(db, "rm_bench", seq, f"ev_{seq:026d}", body, text)
+            events.insert(db, "rm_bench", seq, f"ev_{seq:026d}", body, text, sender_id=None)
         conn.execute("COMMIT")
     spent = time.process_time() - started
     conn.close()

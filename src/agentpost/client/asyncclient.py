@@ -31,6 +31,7 @@ from agentpost.client.models import (
     Member,
     NewMember,
     PostResult,
+    ReadMarker,
     Room,
     SeenMember,
     SendState,
@@ -232,6 +233,14 @@ class AsyncHubClient:
         return await self._get(
             f"/v1/workspaces/{segment(workspace, 'workspace')}/rooms", list[Room], "rooms"
         )
+
+    async def mark_read(self, room_id: str, seq: int) -> ReadMarker:
+        """Record that you have read the room up to `seq` (never moves back, never past the
+        room's last event); where the marker stands now and how much is unread past it."""
+        resp = await self.request(
+            "POST", f"/v1/rooms/{segment(room_id, 'room id')}/read", json={"seq": seq}
+        )
+        return msgspec.convert(resp.json(), ReadMarker)
 
     async def resolve_room(self, room: str) -> str:
         """A room id from an id or a name in the caller's workspace; anything of neither

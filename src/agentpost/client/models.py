@@ -58,6 +58,19 @@ class Room(msgspec.Struct):
     master: str | None = None
     owner: str | None = None
     last_seq: int = 0
+    # Your read marker and what is unread past it (docs/api.md "Read markers"); a hub
+    # without read markers sends neither, read as 0.
+    read_seq: int = 0
+    unread: int = 0
+
+
+class ReadMarker(msgspec.Struct):
+    """Where your read marker in a room stands after `mark_read`, and what is unread past
+    it: others' events that are not edits, reactions or redactions."""
+
+    room: str
+    read_seq: int
+    unread: int
 
 
 class Member(msgspec.Struct):

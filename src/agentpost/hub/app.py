@@ -78,6 +78,7 @@ ROUTES = [
     Route("/v1/rooms/{room}", rooms.update_settings, methods=["PATCH"]),
     Route("/v1/rooms/{room}/participants/{name}", rooms.set_participant, methods=["PUT", "DELETE"]),
     Route("/v1/rooms/{room}/archive", rooms.set_archived, methods=["POST"]),
+    Route("/v1/rooms/{room}/read", rooms.mark_read, methods=["POST"]),
     Route("/v1/rooms/{room}/unarchive", rooms.set_archived, methods=["POST"]),
     Route("/v1/rooms/{room}/media", messages.post_media, methods=["POST"]),
     Route("/v1/workspaces/{ws}/threads/ensure", threads.ensure_thread, methods=["POST"]),

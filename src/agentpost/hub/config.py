@@ -44,6 +44,11 @@ class HubConfig:
     presence_flush_seconds: float = field(
         default_factory=lambda: float(os.environ.get("AGENTPOST_PRESENCE_FLUSH", "2"))
     )
+    # A room stream opened with `presence=1` looks at its room's presence this often while
+    # it waits (and after each page of events), and sends a frame when it changed.
+    presence_push_seconds: float = field(
+        default_factory=lambda: float(os.environ.get("AGENTPOST_PRESENCE_PUSH", "5"))
+    )
 
     # One Worker (§6): a Worker's lease lapses this long after its last renewal.
     worker_lease_seconds: float = field(

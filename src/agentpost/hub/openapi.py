@@ -35,9 +35,12 @@ from agentpost.hub.schemas import (
     MessageIn,
     Name,
     ReactionIn,
+    ReadIn,
+    ReadMarkerOut,
     RedactionIn,
     RoomIn,
     RoomOut,
+    RoomPresence,
     RoomSettingsIn,
     ThreadIn,
     ThreadOut,
@@ -232,6 +235,8 @@ _STRUCTS += [PresenceList]  # presence (docs/presence.md)
 _STRUCTS += [SearchReply]  # search (docs/search.md)
 _STRUCTS += [LeaseIn, FenceIn, LeaseTaken, LeaseReply, LeaseCurrent, LeaseReleased]  # §6
 _STRUCTS += [EditIn, ReactionIn, RedactionIn]  # relations (§13)
+_STRUCTS += [ReadIn, ReadMarkerOut]  # read markers (docs/api.md)
+_STRUCTS += [RoomPresence]  # a room stream's presence frames (docs/api.md)
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -310,6 +315,12 @@ LIMIT = _query(
     "page size; default 100, capped at 1000 and at 4 MiB of events (at least one): a"
     " shorter page is not the end, page until one is empty",
 )
+PRESENCE = _query(
+    "presence",
+    {"type": "string", "enum": ["0", "1"]},
+    "1: also send `presence` frames, the room's active participants with `online`,"
+    " `last_seen` and `worker`, at open and whenever that changes (default 0)",
+)
 LAST_EVENT_ID = {
     "name": "Last-Event-ID",
     "in": "header",
@@ -373,6 +384,33 @@ def _sse(event_name: str, data: str, id_text: str) -> dict[str, Any]:
             }
         },
     }
+
+
+def _room_sse() -> dict[str, Any]:
+    """The room stream: its events, and with `presence=1` also `presence` frames, which carry
+    no `id` of their own (a parser gives them the last event's, if any)."""
+    out = _sse("event", "Event", "= the event's `seq`")
+    events = out["content"][SSE]["schema"]
+    presence = {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"const": "presence"},
+            "id": events["properties"]["id"],
+            "data": {
+                "type": "string",
+                "contentMediaType": JSON,
+                "contentSchema": _ref("RoomPresence"),
+            },
+        },
+    }
+    out["content"][SSE]["schema"] = {"oneOf": [events, presence]}
+    out["description"] = (
+        "Server-sent events `event`, each with `id` = the event's `seq`; with `presence=1`"
+        " also `presence` frames (no `id` line): the room's active participants, at open and"
+        " whenever that changes; comment lines keep the connection alive"
+    )
+    return out
 
 
 def _op(
@@ -588,10 +626,20 @@ def _operations() -> dict[str, dict[str, Any]]:
         "/v1/rooms/{room}/stream": {
             "get": _op(
                 "room_stream",
-                (200, _sse("event", "Event", "= the event's `seq`")),
+                (200, _room_sse()),
                 [*room_codes, Code.INVALID_REQUEST, Code.TOO_MANY_STREAMS],
                 security=MEMBER_OR_TICKET,
-                params=[ROOM_ID, AFTER_SEQ, LAST_EVENT_ID],
+                params=[ROOM_ID, AFTER_SEQ, LAST_EVENT_ID, PRESENCE],
+            )
+        },
+        "/v1/rooms/{room}/read": {
+            "post": _op(
+                "mark_room_read",
+                (200, _json("ReadMarkerOut")),
+                [*room_codes, *BODY],
+                security=MEMBER,
+                params=[ROOM_ID],
+                body="ReadIn",
             )
         },
         "/v1/rooms/{room}/stream-ticket": {

@@ -96,7 +96,7 @@ def append_event(
         route=decision.route,
     )
     body = _encode(ev)
-    events.insert(tx, room.id, seq, ev.id, body, text)
+    events.insert(tx, room.id, seq, ev.id, body, text, sender_id=sender.id)
     inbox.add(tx, [m.id for m in decision.targets], room.id, seq)
     for notice in decision.notices:
         append_notice(tx, room, notice, about=ev.id)
@@ -128,7 +128,7 @@ def append_notice(tx: Tx, room: Room, notice: routing.fences.Notice, about: str)
         created_at=rfc3339(now_ms()),
         route="notice",
     )
-    events.insert(tx, room.id, seq, ev.id, _encode(ev), notice.text)
+    events.insert(tx, room.id, seq, ev.id, _encode(ev), notice.text, sender_id=None)
 
 
 def refuse_secrets(room: Room, text: str) -> None:
@@ -306,7 +306,7 @@ def write_plain(tx: Tx, posts: list[PlainPost]) -> list[tuple[Answer, list[str]]
     if declined:
         keys.unclaim_many(tx, [(p.sender.id, p.key) for p in declined])
     last: dict[str, int] = {}
-    rows: list[tuple[str, int, str, bytes, str]] = []
+    rows: list[tuple[str, int, str, bytes, str, str]] = []
     records: list[KeyRecord] = []
     for i, (room, how) in sorted(routes.items()):
         p = posts[i]
@@ -337,7 +337,7 @@ def write_plain(tx: Tx, posts: list[PlainPost]) -> list[tuple[Answer, list[str]]
         )
         body = _encode(ev)
         answer = b'{"event":' + body + b"}"
-        rows.append((room.id, seq, ev.id, body, p.text))
+        rows.append((room.id, seq, ev.id, body, p.text, p.sender.id))
         records.append(
             KeyRecord(
                 member_id=p.sender.id,

@@ -338,7 +338,9 @@ def _append(
         relates_to=target_id,
     )
     body = _encode(ev)
-    events.insert(tx, room.id, seq, ev.id, body, text, relates_to=target_id)
+    events.insert(
+        tx, room.id, seq, ev.id, body, text, relates_to=target_id, sender_id=sender.id
+    )
     tx.notify(room_key(room.id))
     return ev, body
 

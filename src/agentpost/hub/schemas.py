@@ -182,6 +182,10 @@ class Event(msgspec.Struct):
 
 
 class RoomOut(msgspec.Struct):
+    """A room as its caller sees it. `participants` lists softly removed members too (the
+    room stream's presence frames list only active ones); `read_seq` and `unread` are the
+    caller's read marker and unread count (docs/api.md "Read markers"), 0 for the admin."""
+
     id: str
     workspace: str
     name: str
@@ -196,6 +200,22 @@ class RoomOut(msgspec.Struct):
     router: str = "sole-agent"
     max_delegation_depth: int = 8
     agent_wakeups_per_minute: int = 120
+    read_seq: int = 0
+    unread: int = 0
+
+
+class ReadIn(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /v1/rooms/{room}/read`: the caller has read the room up to `seq`."""
+
+    seq: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
+class ReadMarkerOut(msgspec.Struct):
+    """The caller's read marker in a room after the move, and what is still unread past it."""
+
+    room: str
+    read_seq: int
+    unread: int
 
 
 class MemberOut(msgspec.Struct):
@@ -248,6 +268,24 @@ class MemberSeen(MemberOut):
     last_seen: str | None
     # An agent's Worker lease (§6 "One Worker"); null when no Worker ever ran.
     worker: LeaseHolder | None = None
+
+
+class PresenceMember(msgspec.Struct):
+    """One active participant in a room stream's presence frame: `online`, `last_seen` and
+    `worker` as in the workspace's member list (docs/presence.md)."""
+
+    name: str
+    kind: str
+    online: bool
+    last_seen: str | None
+    worker: LeaseHolder | None
+
+
+class RoomPresence(msgspec.Struct):
+    """The `data` of a room stream's `presence` frame (`?presence=1`, docs/api.md): the
+    room's active participants by name."""
+
+    members: list[PresenceMember]
 
 
 class MediaOut(msgspec.Struct):

@@ -14,22 +14,26 @@ def insert(
     body: bytes,
     text: str,
     relates_to: str | None = None,
+    *,
+    sender_id: str | None,
 ) -> None:
     """Store the event and index its `text` for search, in the same transaction (§12). A
     relation event (`relates_to`: an edit, a reaction, a redaction) is never indexed: its
-    target's latest text is (`reshow`)."""
+    target's latest text is (`reshow`). `sender_id` is the sending member (None: a hub
+    notice), which unread counts leave out for that member (store/read_markers.py)."""
     if relates_to is not None:
         text = ""
     if db.dialect == "postgres":
         db.run(
-            "INSERT INTO events (room_id, seq, id, body, search, relates_to)"
-            " VALUES (?, ?, ?, ?, to_tsvector('simple', ?), ?)",
-            (room_id, seq, event_id, body, search.indexed_text(text), relates_to),
+            "INSERT INTO events (room_id, seq, id, body, search, relates_to, sender_id)"
+            " VALUES (?, ?, ?, ?, to_tsvector('simple', ?), ?, ?)",
+            (room_id, seq, event_id, body, search.indexed_text(text), relates_to, sender_id),
         )
         return
     db.run(
-        "INSERT INTO events (room_id, seq, id, body, relates_to) VALUES (?, ?, ?, ?, ?)",
-        (room_id, seq, event_id, body, relates_to),
+        "INSERT INTO events (room_id, seq, id, body, relates_to, sender_id)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (room_id, seq, event_id, body, relates_to, sender_id),
     )
     if text:
         # The row just inserted on this connection: its rowid keys the FTS5 row.
@@ -39,20 +43,21 @@ def insert(
         )
 
 
-def insert_many(db: Db, rows: list[tuple[str, int, str, bytes, str]]) -> None:
-    """`insert` for many (room_id, seq, id, body, text): the events and their search
-    index, one statement each (§12)."""
-    marks = ", ".join(["(?, ?, ?, ?)"] * len(rows))
+def insert_many(db: Db, rows: list[tuple[str, int, str, bytes, str, str]]) -> None:
+    """`insert` for many (room_id, seq, id, body, text, sender_id): the events and their
+    search index, one statement each (§12)."""
+    marks = ", ".join(["(?, ?, ?, ?, ?)"] * len(rows))
     if db.dialect == "postgres":
         db.run(
-            "INSERT INTO events (room_id, seq, id, body, search) VALUES "
-            + ", ".join(["(?, ?, ?, ?, to_tsvector('simple', ?))"] * len(rows)),
-            [v for r in rows for v in (*r[:4], search.indexed_text(r[4]))],
+            "INSERT INTO events (room_id, seq, id, body, sender_id, search) VALUES "
+            + ", ".join(["(?, ?, ?, ?, ?, to_tsvector('simple', ?))"] * len(rows)),
+            [v for r in rows for v in (*r[:4], r[5], search.indexed_text(r[4]))],
         )
         return
     made = db.all(
-        f"INSERT INTO events (room_id, seq, id, body) VALUES {marks} RETURNING id, rowid",
-        [v for r in rows for v in r[:4]],
+        f"INSERT INTO events (room_id, seq, id, body, sender_id) VALUES {marks}"
+        " RETURNING id, rowid",
+        [v for r in rows for v in (*r[:4], r[5])],
     )
     rowid = {str(m[0]): int(m[1]) for m in made}  # RETURNING's order is not the VALUES'
     texts = [(rowid[r[2]], search.indexed_text(r[4])) for r in rows if r[4]]

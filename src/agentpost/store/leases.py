@@ -58,6 +58,17 @@ def of_workspace(db: Db, workspace_id: str) -> dict[str, Lease]:
     return {str(r[0]): _lease(r) for r in rows}
 
 
+def of_room(db: Db, room_id: str) -> dict[str, Lease]:
+    """member id → lease, for the room's participants that ever ran a Worker."""
+    rows = db.all(
+        f"SELECT {', '.join('l.' + c.strip() for c in _COLS.split(','))}"
+        " FROM worker_leases l JOIN participants p ON p.member_id = l.member_id"
+        " WHERE p.room_id = ?",
+        (room_id,),
+    )
+    return {str(r[0]): _lease(r) for r in rows}
+
+
 def put(db: Db, lease: Lease) -> None:
     """Overwrite the member's lease row (taken under `lock`, after `ensure_row`)."""
     db.run(

@@ -129,7 +129,8 @@ def live_members_named(db: Db, workspace_id: str, names: list[str]) -> list[Memb
 
 def remove_member(db: Db, member_id: str, hard: bool) -> None:
     """Soft: status removed, row and tokens kept (so the hub can say `agent_removed`).
-    Hard: the member, its tokens, participations and inbox are deleted."""
+    Hard: the member, its tokens, participations, inbox, presence and read markers are
+    deleted."""
     if hard:
         # Keep the token hashes as tombstones: the hub can still say "removed" (403).
         db.run(
@@ -142,6 +143,7 @@ def remove_member(db: Db, member_id: str, hard: bool) -> None:
         db.run("DELETE FROM participants WHERE member_id = ?", (member_id,))
         db.run("DELETE FROM inbox WHERE member_id = ?", (member_id,))
         db.run("DELETE FROM presence WHERE member_id = ?", (member_id,))
+        db.run("DELETE FROM read_markers WHERE member_id = ?", (member_id,))
         db.run("DELETE FROM members WHERE id = ?", (member_id,))
     else:
         db.run("UPDATE members SET status = 'removed' WHERE id = ?", (member_id,))

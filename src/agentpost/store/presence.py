@@ -30,6 +30,16 @@ def of_workspace(db: Db, workspace_id: str) -> dict[str, int]:
     return {str(r[0]): int(r[1]) for r in rows}
 
 
+def of_room(db: Db, room_id: str) -> dict[str, int]:
+    """member id → stored `last_seen`, for the room's participants ever seen."""
+    rows = db.all(
+        "SELECT p.member_id, p.last_seen FROM presence p"
+        " JOIN participants r ON r.member_id = p.member_id WHERE r.room_id = ?",
+        (room_id,),
+    )
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
 def of_member(db: Db, member_id: str) -> int | None:
     row = db.one("SELECT last_seen FROM presence WHERE member_id = ?", (member_id,))
     return None if row is None else int(row[0])

@@ -205,6 +205,8 @@ def remove_participant(db: Db, room_id: str, member_id: str) -> bool:
 
 
 def participant_names(db: Db, room_id: str) -> list[str]:
+    """Every participant's name, softly removed members too: a soft removal keeps the member's
+    row and its rooms (only a hard one deletes them). Who is active: `active_members`."""
     rows = db.all(
         "SELECT m.name FROM participants p JOIN members m ON m.id = p.member_id"
         " WHERE p.room_id = ? ORDER BY m.name",
@@ -249,6 +251,18 @@ def room_for_member(db: Db, room_id: str, member_id: str) -> tuple[Room, bool, s
         (member_id, member_id, room_id),
     )
     return (_room(row), bool(row[_N]), row[_N + 1]) if row else None
+
+
+def active_members(db: Db, room_id: str) -> list[Member]:
+    """The room's participants that are active members (softly removed ones left out), by
+    name (one query)."""
+    rows = db.all(
+        f"SELECT {members.MEMBER_COLS} FROM participants p JOIN members m ON m.id = p.member_id"
+        " JOIN workspaces w ON w.id = m.workspace_id"
+        " WHERE p.room_id = ? AND m.status = 'active' ORDER BY m.name",
+        (room_id,),
+    )
+    return [members.member_of(r) for r in rows]
 
 
 def live_agents(db: Db, room_id: str, limit: int = 1_000_000) -> list[Member]:

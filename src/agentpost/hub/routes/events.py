@@ -1,5 +1,6 @@
-"""Reading a room: pages of events, the SSE stream (resumable by `Last-Event-ID`), and the
-stream tickets a browser opens that stream with (§3, §9)."""
+"""Reading a room: pages of events, the SSE stream (resumable by `Last-Event-ID`, with the
+room's presence frames on request), and the stream tickets a browser opens that stream
+with (§3, §9)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from agentpost.core.ids import token_hash
 from agentpost.hub import auth, tickets
 from agentpost.hub.errors import json_response
 from agentpost.hub.notify import room_key
+from agentpost.hub.routes.room_presence import RoomPresenceFrames, wanted
 from agentpost.hub.routes.rooms import visible_room
 from agentpost.hub.routes.sse import PAGE_BYTES, PAGE_EVENTS, sse_response
 from agentpost.hub.state import Hub, hub_of
@@ -163,6 +165,7 @@ async def stream(request: Request) -> Response:
     else:
         member = await hub.engine.read(lambda db: tickets.redeem(db, ticket, room_id))
     after = int_param(request, "after", 0, 0)  # checked even when Last-Event-ID wins
+    with_presence = wanted(request)
     resume = last_event_id(request)
     if resume is not None:
         after = resume
@@ -179,4 +182,5 @@ async def stream(request: Request) -> Response:
             hub, member, room_id, pos, PAGE_EVENTS, PAGE_BYTES, stream=True
         ),
         frame=sse_frame,
+        side=RoomPresenceFrames(hub, room_id) if with_presence else None,
     )

@@ -22,6 +22,8 @@ FEATURES = [
     "presence",
     "search",
     "relations",
+    "read_markers",  # POST /v1/rooms/{room}/read; rooms carry read_seq and unread
+    "room_presence",  # a room stream's presence frames with ?presence=1
 ]
 
 

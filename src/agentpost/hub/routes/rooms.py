@@ -1,4 +1,5 @@
-"""Rooms: create, read, list, participants, archive (docs/api.md)."""
+"""Rooms: create, read, list, participants, archive, and the caller's read marker
+(docs/api.md)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,20 @@ from agentpost.core.errors import AuthError, Code, RequestError
 from agentpost.hub import auth
 from agentpost.hub.decode import read_json
 from agentpost.hub.errors import json_response
-from agentpost.hub.schemas import RoomIn, RoomOut, RoomSettingsIn
+from agentpost.hub.schemas import ReadIn, ReadMarkerOut, RoomIn, RoomOut, RoomSettingsIn
 from agentpost.hub.state import Hub, hub_of
-from agentpost.store import members, rooms
+from agentpost.store import members, read_markers, rooms
 from agentpost.store.engine import Db, Tx
 from agentpost.store.models import Member, Room
 
 
-def room_out(db: Db, room: Room, workspace: str) -> RoomOut:
+def room_out(
+    db: Db, room: Room, workspace: str, who: Member | None, read: tuple[int, int] | None = None
+) -> RoomOut:
+    """The room as `who` sees it: with `who`'s read marker and unread count (`read`, when
+    the caller read them already; none for the admin)."""
+    if read is None:
+        read = read_markers.of_room(db, who.id, room.id) if who is not None else (0, 0)
     return RoomOut(
         id=room.id,
         workspace=workspace,
@@ -33,6 +40,8 @@ def room_out(db: Db, room: Room, workspace: str) -> RoomOut:
         router=room.router,
         max_delegation_depth=room.max_delegation_depth,
         agent_wakeups_per_minute=room.agent_wakeups_per_minute,
+        read_seq=read[0],
+        unread=read[1],
     )
 
 
@@ -114,7 +123,7 @@ async def create_room(request: Request) -> Response:
             rooms.add_participant(tx, room.id, who.id)
         for m in found.values():
             rooms.add_participant(tx, room.id, m.id)
-        return room_out(tx, room, ws.name)
+        return room_out(tx, room, ws.name, who)
 
     out = await hub.engine.write(create)
     return json_response(201, msgspec.json.encode({"room": out}))
@@ -127,7 +136,11 @@ async def list_rooms(request: Request) -> Response:
         raise RequestError(Code.NO_WORKSPACE, f"no workspace {request.path_params['ws']!r}")
 
     def read(db: Db) -> list[RoomOut]:
-        return [room_out(db, r, who.workspace_name) for r in rooms.rooms_of_member(db, who.id)]
+        marks = read_markers.of_member(db, who.id)  # one query for every room's numbers
+        return [
+            room_out(db, r, who.workspace_name, who, marks.get(r.id, (0, 0)))
+            for r in rooms.rooms_of_member(db, who.id)
+        ]
 
     return json_response(200, msgspec.json.encode({"rooms": await hub.engine.read(read)}))
 
@@ -139,7 +152,7 @@ async def get_room(request: Request) -> Response:
 
     def read(db: Db) -> RoomOut:
         room = visible_room(db, room_id, who)
-        return room_out(db, room, members.workspace_name(db, room.workspace_id))
+        return room_out(db, room, members.workspace_name(db, room.workspace_id), who)
 
     return json_response(200, msgspec.json.encode({"room": await hub.engine.read(read)}))
 
@@ -161,7 +174,7 @@ async def set_participant(request: Request) -> Response:
             rooms.add_participant(tx, room.id, target.id)
         else:
             rooms.remove_participant(tx, room.id, target.id)
-        return room_out(tx, room, members.workspace_name(tx, room.workspace_id))
+        return room_out(tx, room, members.workspace_name(tx, room.workspace_id), who)
 
     out = await hub.engine.write(change, room_id)
     return json_response(200, msgspec.json.encode({"room": out}))
@@ -178,7 +191,7 @@ async def set_archived(request: Request) -> Response:
         rooms.set_archived(tx, room.id, archived)
         fresh = rooms.room_by_id(tx, room.id)
         assert fresh is not None
-        return room_out(tx, fresh, members.workspace_name(tx, room.workspace_id))
+        return room_out(tx, fresh, members.workspace_name(tx, room.workspace_id), who)
 
     out = await hub.engine.write(change, room_id)
     return json_response(200, msgspec.json.encode({"room": out}))
@@ -227,7 +240,27 @@ async def update_settings(request: Request) -> Response:
         )
         fresh = rooms.room_by_id(tx, room.id)
         assert fresh is not None
-        return room_out(tx, fresh, members.workspace_name(tx, room.workspace_id))
+        return room_out(tx, fresh, members.workspace_name(tx, room.workspace_id), who)
 
     out = await hub.engine.write(change, room_id)
     return json_response(200, msgspec.json.encode({"room": out}))
+
+
+async def mark_read(request: Request) -> Response:
+    """`POST /v1/rooms/{room}/read {"seq"}`: the caller has read the room up to `seq`. The
+    marker never moves back, nor past the room's last event (a seq from the future would
+    hide events not posted yet); answered with where it stands and what is unread past it.
+    Members only: the admin reads no rooms, so it has no marker (401 as for the inbox)."""
+    hub = hub_of(request)
+    who = await auth.member(request, hub)
+    room_id = request.path_params["room"]
+    body = await read_json(request, ReadIn, hub.config.max_json_bytes)
+
+    def advance(tx: Tx) -> ReadMarkerOut:
+        room = visible_room(tx, room_id, who)
+        read_markers.advance(tx, who.id, room.id, min(body.seq, room.last_seq))
+        read_seq, unread = read_markers.of_room(tx, who.id, room.id)
+        return ReadMarkerOut(room=room.id, read_seq=read_seq, unread=unread)
+
+    out = await hub.engine.write(advance)
+    return json_response(200, msgspec.json.encode(out))
