@@ -8,6 +8,7 @@ shows it).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import sys
@@ -52,6 +53,17 @@ class Main(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """An unknown command names the nearest one (`psot` → `post`)."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            near = difflib.get_close_matches(name, self.list_commands(ctx), n=1, cutoff=0.6)
+            hint = f" Did you mean {near[0]!r}?" if near else ""
+            raise click.UsageError(f"No such command {name!r}.{hint}", ctx)
+        return super().resolve_command(ctx, args)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         for module in COMMANDS.get(cmd_name, ()):
             importlib.import_module(f"agentpost.cli.{module}")
@@ -79,6 +91,12 @@ class Main(click.Group):
         except click.Abort:
             sys.stderr.write("Aborted!\n")
             sys.exit(1)
+        except BrokenPipeError:
+            # The reader closed the pipe (`agentpost tail ROOM | head -1`) under a plain
+            # write (the console's own writes end in cli/common.py `_reader_left`).
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(0)
         except Exception as exc:
             if os.environ.get("AGENTPOST_DEBUG") == "1":
                 raise

@@ -6,7 +6,9 @@ cannot parse (`usage_error`); 3 the hub is unreachable; 75 another retryable fai
 (EX_TEMPFAIL) — docs/threads.md. With `--json` every error is one JSON object on stdout.
 
 Human output is never wrapped (ids stay whole), and is plain lines when stdout is not a
-terminal.
+terminal: one line per item, its newlines and tabs written `\n` and `\t` (a backslash as
+`\\`), nothing cut short. A reader that closes the pipe early (`| head -1`) ends the
+command quietly (cli/app.py).
 """
 
 from __future__ import annotations
@@ -44,6 +46,17 @@ RECONNECT_MAX = 10.0
 # soft_wrap: a long line stays one line (an id split over two lines cannot be copied).
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
+
+
+def _reader_left() -> None:
+    """The reader closed the pipe (`| head -1`): it has what it wanted, so the command ends
+    quietly with 0 (rich's own handler exits 1), and Python's flush at exit goes nowhere."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise SystemExit(0)
+
+
+console.on_broken_pipe = _reader_left  # type: ignore[method-assign]
 
 
 def json_option(f: F) -> F:
@@ -156,6 +169,15 @@ def client(hub: str, token: str | None, need_token: bool = True) -> Iterator[Hub
         yield c
 
 
+_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def one_line(text: str) -> str:
+    """`text` as one line when stdout is piped (newlines, tabs and backslashes escaped, so
+    `| wc -l` counts items and nothing is lost); unchanged on a terminal."""
+    return text if console.is_terminal else text.translate(_ESCAPES)
+
+
 def cell(value: Any) -> str:
     """A value as people read it: nothing for None, yes/no for booleans."""
     if value is None:
@@ -173,7 +195,7 @@ def table(columns: list[str], rows: list[list[Any]], empty: str = "(none)") -> N
         return
     if not console.is_terminal:
         for line in [columns, *cells]:
-            sys.stdout.write("\t".join(c.replace("\t", " ").replace("\n", " ") for c in line))
+            sys.stdout.write("\t".join(c.translate(_ESCAPES) for c in line))
             sys.stdout.write("\n")
         return
     t = Table(*columns)

@@ -107,8 +107,9 @@ def connect(
         token = ""
     else:
         if not token:
-            problems.append("a token is required (--token-file, AGENTPOST_TOKEN_FILE or "
-                            "AGENTPOST_TOKEN)")
+            problems.append(
+                "a token is required (--token-file, AGENTPOST_TOKEN_FILE or AGENTPOST_TOKEN)"
+            )
     # The Worker's own environment forgets it, so no child it ever starts inherits it. This
     # does not change what /proc/<pid>/environ shows (the block this process started with):
     # forbid_dumping is what keeps that from the agent.
@@ -260,7 +261,9 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
         if failed:  # session/new refused: the agent runs, but that Session has no Turns
             at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(failed.get("at", 0)))
             said = f": {failed['message']}" if failed.get("message") else ""
-            plain(f"last session error ({failed.get('session')}, {at}): {failed.get('error')}{said}")
+            plain(
+                f"last session error ({failed.get('session')}, {at}): {failed.get('error')}{said}"
+            )
         lease = data.get("lease") or {}
         if lease:
             other = lease.get("holder") or {}

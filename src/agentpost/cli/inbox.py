@@ -8,11 +8,13 @@ import msgspec
 from agentpost.cli.app import main
 from agentpost.cli.common import (
     client,
+    console,
     emit,
     follow,
     hub_errors,
     hub_options,
     json_option,
+    one_line,
     say,
     table,
 )
@@ -88,7 +90,7 @@ def _follow_inbox(after: int | None, ack: bool, hub: str, token: str | None, as_
                 msgspec.to_builtins(item),
                 lambda: say(
                     f"{item.cursor:>5} {ev.id} {names.get(ev.room, ev.room)} {ev.sender} "
-                    f"{_kind(ev)}: {_preview(ev.text, 200)}"
+                    f"{_kind(ev)}: {one_line(_preview(ev.text, 200))}"
                 ),
             )
 
@@ -110,6 +112,10 @@ def _kind(ev: Event) -> str:
 
 
 def _preview(text: str, width: int = 60) -> str:
+    """On a terminal, the text on one line cut to `width`; piped, all of it (one line,
+    escaped by the table or `one_line`): a script reads the whole message."""
+    if not console.is_terminal:
+        return text  # escaped where it is written (the table, `one_line`)
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 1] + "…"
 

@@ -173,7 +173,9 @@ def load_state(path: Path) -> HookState:
         return HookState()
     except (OSError, msgspec.DecodeError) as exc:
         # Unreadable: start over. The worst case is a wake-up shown twice, never one hidden.
-        print(f"agentpost inbox hook: state {path} unreadable ({exc}); starting over", file=sys.stderr)
+        print(
+            f"agentpost inbox hook: state {path} unreadable ({exc}); starting over", file=sys.stderr
+        )
         return HookState()
 
 
@@ -268,7 +270,12 @@ def _fetch(
         names = {r.id: r.name for r in c.rooms(me["workspace"]["name"])}
         name = str(me["member"]["name"])
         shown = [
-            Shown(i.cursor, i.event, names.get(i.event.room, i.event.room), delegation_waiting(i.event, name))
+            Shown(
+                i.cursor,
+                i.event,
+                names.get(i.event.room, i.event.room),
+                delegation_waiting(i.event, name),
+            )
             for i in page.items
         ]
         if quiet:
@@ -278,7 +285,9 @@ def _fetch(
             try:
                 c.ack(page.cursor)
             except HubError as exc:
-                print(f"agentpost inbox hook: ack failed: {exc.code}: {exc.message}", file=sys.stderr)
+                print(
+                    f"agentpost inbox hook: ack failed: {exc.code}: {exc.message}", file=sys.stderr
+                )
         return page.cursor
 
 
@@ -292,7 +301,10 @@ def run_hook(
 ) -> None:
     given = given or HookInput()
     if event not in EVENTS:
-        print(f"agentpost inbox hook: unknown event {event!r}; use one of {', '.join(EVENTS)}", file=sys.stderr)
+        print(
+            f"agentpost inbox hook: unknown event {event!r}; use one of {', '.join(EVENTS)}",
+            file=sys.stderr,
+        )
         return
     if not token:
         print(

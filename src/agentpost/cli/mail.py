@@ -223,7 +223,9 @@ def rename_machine_cmd(new: str, force: bool, as_json: bool) -> None:
 
 @mail.command("forget")
 @click.argument("machine")
-@click.option("--unpin", is_flag=True, help="Also drop its pinned key (a new one is trusted on sight).")
+@click.option(
+    "--unpin", is_flag=True, help="Also drop its pinned key (a new one is trusted on sight)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def forget_cmd(machine: str, unpin: bool, as_json: bool) -> None:
     """Drop a stale peer: no longer offered as a recipient; its refs removed where safe."""
@@ -231,7 +233,9 @@ def forget_cmd(machine: str, unpin: bool, as_json: bool) -> None:
     if as_json:
         _emit(result.to_json())
         return
-    click.echo(f"forgot {result.machine}; removed from the remote: {', '.join(result.removed) or 'nothing'}")
+    click.echo(
+        f"forgot {result.machine}; removed from the remote: {', '.join(result.removed) or 'nothing'}"
+    )
     for kept in result.kept:
         click.echo(f"kept {kept['ref']}: {kept['reason']}")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import mimetypes
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from agentpost.cli.common import (
     hub_errors,
     hub_options,
     json_option,
+    one_line,
     say,
     table,
 )
@@ -28,11 +30,16 @@ from agentpost.cli.common import (
 from agentpost.client import Event
 
 
-def _event_line(ev: Event) -> str:
+def _event_line(ev: Event, answers: dict[str, str] | None = None) -> str:
+    """One event as people read it; `answers`: event id → `#seq` of the events shown so
+    far, so a reply names the message it answers by its number where it can."""
+    answers = answers or {}
     files = "".join(f" [cyan]{escape(f'[{a.name} {a.size}B]')}[/cyan]" for a in ev.attachments)
     kind = f" [magenta]({ev.reply_kind})[/magenta]" if ev.reply_kind else ""
     to = f" [dim]→ {', '.join(ev.targets)}[/dim]" if ev.targets else ""
-    text = escape(ev.text)
+    text = escape(one_line(ev.text))
+    if ev.in_reply_to is not None:
+        text = f"[dim](answers {answers.get(ev.in_reply_to, ev.in_reply_to)})[/dim] {text}"
     if ev.relates_to is not None:  # an edit, a reaction, a redaction (docs/api.md)
         what = ev.metadata.get("emoji", "") if ev.type == "reaction" else ev.text
         text = f"[dim]{ev.type} of {ev.relates_to}[/dim] {escape(str(what))}"
@@ -88,14 +95,22 @@ def room_create(
 
 @main.command()
 @click.argument("room_ref", metavar="ROOM")
-@click.option("--text", "-t", default="", help="Message text (or the file's caption).")
+@click.option(
+    "--text", "-t", default="", help="Message text (or the file's caption); `-` reads stdin."
+)
 @click.option(
     "--file",
     "-f",
     "file_",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
     default=None,
-    help="Upload a file as a media event.",
+    help="Upload a file as a media event; `-` reads it from stdin (name it with --name).",
+)
+@click.option(
+    "--name",
+    "file_name",
+    default=None,
+    help="The uploaded file's name (default: the file's own; `stdin` for `-f -`).",
 )
 @click.option(
     "--idempotency-key",
@@ -116,6 +131,7 @@ def post(
     room_ref: str,
     text: str,
     file_: Path | None,
+    file_name: str | None,
     idempotency_key: str | None,
     in_reply_to: str | None,
     reply_kind: str | None,
@@ -123,12 +139,36 @@ def post(
     token: str | None,
     as_json: bool,
 ) -> None:
-    """Post a message (or a file) into ROOM (an id, or a room name of yours)."""
+    """Post a message (or a file) into ROOM (an id, or a room name of yours).
+
+    \b
+    agentpost post general -t "deploy at noon @bot"
+    git log -1 | agentpost post general -t -
+    agentpost post general -f report.pdf -t "the report"
+    """
+    from_stdin = [flag for flag, v in (("-t", text), ("-f", str(file_))) if v == "-"]
+    if len(from_stdin) == 2:
+        raise click.UsageError("-t - and -f - both read stdin: give one of them a value")
+    if text == "-":
+        text = click.get_text_stream("stdin").read()
+    if not text.strip() and file_ is None:
+        raise click.UsageError("nothing to post: give --text TEXT (or -t - for stdin), or --file")
     with hub_errors(as_json), client(hub, token) as c:
         room_id = c.resolve_room(room_ref)
-        if file_ is not None:
-            mime = mimetypes.guess_type(file_.name)[0] or "application/octet-stream"
-            res = c.upload(room_id, file_, caption=text, key=idempotency_key, mime_type=mime)
+        if file_ is not None and str(file_) == "-":
+            name = file_name or "stdin"
+            mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+            data = io.BytesIO(click.get_binary_stream("stdin").read())
+            res = c.upload_file(
+                room_id, data, name, caption=text, key=idempotency_key, mime_type=mime
+            )
+        elif file_ is not None:
+            name = file_name or file_.name
+            mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+            with open(file_, "rb") as f:
+                res = c.upload_file(
+                    room_id, f, name, caption=text, key=idempotency_key, mime_type=mime
+                )
         else:
             res = c.post_message(
                 room_id, text, key=idempotency_key, in_reply_to=in_reply_to, reply_kind=reply_kind
@@ -160,12 +200,17 @@ def tail(
 ) -> None:
     """Print ROOM's events; with --follow keep printing new ones as they arrive."""
 
+    seen: dict[str, str] = {}  # id → "#seq" of what was shown: a reply names its message
+
     def show(ev: Event) -> None:
         emit(
             as_json,
             msgspec.to_builtins(ev),
-            lambda: console.print(_event_line(ev), highlight=False),
+            lambda: console.print(_event_line(ev, seen), highlight=False),
         )
+        if len(seen) > 100_000:
+            seen.clear()
+        seen[ev.id] = f"#{ev.seq}"
 
     with hub_errors(as_json), client(hub, token) as c:
         room_id = c.resolve_room(room_ref)

@@ -7,9 +7,10 @@ import click
 
 from agentpost.cli.app import main
 from agentpost.cli.common import client, emit, hub_errors, hub_options, json_option, table
+from agentpost.cli.inbox import room_names
 
 
-@main.command()
+@main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("query")
 @click.option("--room", "room_ref", default=None, help="Only this room (an id, or a room name).")
 @click.option("--sender", default=None, help="Only events this member sent.")
@@ -28,10 +29,12 @@ def search(
     as_json: bool,
 ) -> None:
     """Search the rooms you take part in for QUERY: words (all must match), "a phrase",
-    word* (a prefix), -word (not this word)."""
+    word* (a prefix), -word (not this word). A query that starts with `-` works as it is
+    (`agentpost search -draft`); `--` before it also does (`agentpost search -- -draft`)."""
     with hub_errors(as_json), client(hub, token) as c:
         room_id = c.resolve_room(room_ref) if room_ref is not None else None
         found = c.search(query, room=room_id, sender=sender, before=before, limit=limit)
+        names = {} if as_json or not found["hits"] else room_names(c)
     hits = found["hits"]
 
     def human() -> None:
@@ -40,7 +43,7 @@ def search(
             [
                 [
                     h["event"]["id"],
-                    h["event"]["room"],
+                    names.get(h["event"]["room"], h["event"]["room"]),
                     h["event"]["sender"],
                     h["event"]["created_at"],
                     h["event"]["text"],

@@ -14,7 +14,13 @@ from agentpost.hub.config import HubConfig, default_data_dir
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8470, show_default=True, type=int, help="0 picks a free port.")
+@click.option(
+    "--port",
+    default=8470,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="0 picks a free port.",
+)
 @click.option(
     "--data",
     "data_dir",

@@ -91,8 +91,13 @@ def status(
             if left <= 0:
                 if not as_json:
                     _show(as_json, state)
-                fail(as_json, "timeout", f"not {wait_for} after {timeout:g} s ({why})", True,
-                     EXIT_RETRY)
+                fail(
+                    as_json,
+                    "timeout",
+                    f"not {wait_for} after {timeout:g} s ({why})",
+                    True,
+                    EXIT_RETRY,
+                )
             time.sleep(min(delay, left))
             delay = min(delay * 2, POLL_MAX)
     if wait_for is not None and reached is False:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import os
+import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
@@ -60,7 +61,9 @@ def hub_url_from_env() -> str:
 
 
 def checked_hub_url(hub: str) -> str:
-    """The hub URL without its final `/`; `NotConfigured` unless it is an http(s) URL."""
+    """The hub URL without its final `/`; `NotConfigured` unless it is an http(s) URL. A
+    URL pasted with the API's `/v1` on its end names the same hub: the suffix is dropped
+    (every route already starts with `/v1`)."""
     try:
         url = httpx.URL(hub)
     except (httpx.InvalidURL, TypeError) as exc:
@@ -70,7 +73,48 @@ def checked_hub_url(hub: str) -> str:
             f"the hub URL {hub!r} is not an http:// or https:// URL: set AGENTPOST_HUB "
             "(or --hub) to e.g. http://127.0.0.1:8470"
         )
-    return hub.rstrip("/")
+    if url.port is not None and not 0 < url.port < 65536:
+        raise NotConfigured(
+            f"the hub URL {hub!r} names port {url.port}; a port is 1 to 65535 (the hub's "
+            "default is 8470)"
+        )
+    bare = hub.rstrip("/")
+    if bare.endswith("/v1"):
+        bare = bare[: -len("/v1")]
+    return bare
+
+
+def unreachable(hub: str, exc: httpx.TransportError) -> HubError:
+    """A transport failure in words a person acts on. TLS spoken to a plain-HTTP hub is a
+    setting to fix (final), not an outage to wait out."""
+    words = str(exc) or type(exc).__name__
+    if hub.startswith("https://") and _tls_to_plain(exc):
+        return NotConfigured(
+            f"{hub} does not speak TLS (the hub serves plain HTTP unless a proxy in front "
+            f"of it adds TLS): use {'http://' + hub[len('https://') :]}"
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return HubUnreachable(f"no answer from {hub}: {words}; nothing is known to have happened")
+    if "connection refused" in words:
+        return HubUnreachable(
+            f"nothing listens at {hub} (connection refused): is the hub running "
+            "(`agentpost serve`), and is AGENTPOST_HUB (or --hub) its address?"
+        )
+    return HubUnreachable(f"no answer from {hub}: {words}")
+
+
+def _tls_to_plain(exc: BaseException) -> bool:
+    """A TLS handshake answered by a server that speaks plain HTTP."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError) and (
+            "WRONG_VERSION_NUMBER" in str(seen)
+            or "record layer" in str(seen).lower()
+            or "http request" in str(seen).lower()
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 FENCE_HEADER = "Agentpost-Worker-Fence"
@@ -91,11 +135,28 @@ def key_headers(key: str | None) -> dict[str, str]:
 
 def error_from_response(resp: httpx.Response) -> HubError:
     """Translate a non-2xx answer into the client's error hierarchy."""
+    err: dict[str, Any] = {}
     try:
-        err = resp.json().get("error", {})
-        code, message = str(err.get("code", "hub_error")), str(err.get("message", resp.text))
+        found = resp.json().get("error")
+        if isinstance(found, dict) and isinstance(found.get("code"), str):
+            err = found
     except (ValueError, AttributeError):
-        err, code, message = {}, "hub_error", resp.text[:200] or resp.reason_phrase
+        pass
+    if err:
+        code, message = str(err["code"]), str(err.get("message", ""))
+    else:
+        # Not the hub's error body: a proxy's page, or not a hub at all. Its status line
+        # says enough; a whole HTML page in a terminal says nothing.
+        code = f"http_{resp.status_code}"
+        try:
+            where = resp.request.url
+            at = f" from {where.host}" + (f":{where.port}" if where.port else "")
+        except RuntimeError:  # a response built without its request
+            at = ""
+        message = (
+            f"{resp.status_code} {resp.reason_phrase}{at} with no agentpost error in it "
+            "(a proxy in front of the hub, or no hub at this address?)"
+        )
     if resp.status_code >= 500 or resp.status_code == 429 or code == "idempotency_in_flight":
         return HubUnavailable(code, message, resp.status_code, err)
     return HubRefused(code, message, resp.status_code, err)
@@ -153,7 +214,7 @@ class AsyncHubClient:
             else:
                 resp = await self._http.request(method, path, **kw)
         except httpx.TransportError as exc:
-            raise HubUnreachable(f"no answer from {self.hub}: {exc!r}") from exc
+            raise unreachable(self.hub, exc) from exc
         if resp.status_code >= 300:
             raise error_from_response(resp)
         return resp
@@ -298,7 +359,9 @@ class AsyncHubClient:
                             after = frame_id
                         yield data
             except httpx.TransportError as exc:
-                raise HubUnreachable(f"stream from {self.hub} cut: {exc!r}") from exc
+                raise HubUnreachable(
+                    f"stream from {self.hub} cut: {exc or type(exc).__name__}"
+                ) from exc
 
     async def inbox(
         self, after: int | None = None, wait: float = 0.0, limit: int = 100
@@ -632,7 +695,9 @@ class AsyncHubClient:
                 expected = resp.headers.get("x-content-sha256")
                 name = _filename(resp.headers.get("content-disposition", ""))
         except httpx.TransportError as exc:
-            raise HubUnreachable(f"download from {self.hub} cut: {exc!r}") from exc
+            raise HubUnreachable(
+                f"download from {self.hub} cut: {exc or type(exc).__name__}"
+            ) from exc
         if expected is not None and expected != digest.hexdigest():
             raise HubUnavailable(
                 "download_corrupt", f"media {media_id}: the bytes do not match its sha256"

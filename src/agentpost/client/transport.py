@@ -18,6 +18,7 @@ If that fresh connection cannot be made, the failure says the request may have b
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
@@ -149,7 +150,18 @@ async def _read(conn: _Connection, timeout: float | None) -> bytes:
         raise httpx.ReadTimeout(f"no answer within {timeout} s") from None
     except (OSError, ConnectionError) as exc:
         conn.close()
-        raise httpx.ReadError(repr(exc)) from exc
+        raise httpx.ReadError(plain(exc)) from exc
+
+
+def plain(exc: BaseException) -> str:
+    """An OS or TLS error in words (`connection refused`), not a Python repr."""
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS failed ({exc.reason or exc.strerror or type(exc).__name__})"
+    if isinstance(exc, OSError) and exc.errno:
+        return os.strerror(exc.errno).lower()  # "connection refused", not the call's repr
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return str(exc) or type(exc).__name__
 
 
 def _feed(parser: Any, data: bytes) -> None:
@@ -285,9 +297,11 @@ class PooledTransport(httpx.AsyncBaseTransport):
                     host, port, ssl=ctx, limit=READ_SIZE * 4
                 )
         except TimeoutError:
-            raise httpx.ConnectTimeout(f"no connection to {host}:{port} within {timeout} s") from None
+            raise httpx.ConnectTimeout(
+                f"no connection to {host}:{port} within {timeout} s"
+            ) from None
         except (OSError, ssl.SSLError) as exc:
-            raise httpx.ConnectError(f"cannot connect to {host}:{port}: {exc!r}") from exc
+            raise httpx.ConnectError(f"cannot connect to {host}:{port}: {plain(exc)}") from exc
         return _Connection(reader, writer)
 
     async def aclose(self) -> None:
@@ -339,4 +353,4 @@ async def _send(
         raise httpx.WriteTimeout(f"the request was not sent within {timeout} s") from None
     except (OSError, ConnectionError) as exc:
         conn.close()
-        raise httpx.WriteError(repr(exc)) from exc
+        raise httpx.WriteError(plain(exc)) from exc
