@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from clirun import agentpost, json_error
-
 from hubproc import Setup
 
 
