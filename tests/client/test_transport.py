@@ -181,7 +181,11 @@ def test_a_kept_alive_connection_cut_before_answering_resends_a_keyed_post_once(
             await proxy.aclose()
         async with AsyncHubClient(setup.hub.url, setup.tokens["alice"]) as a:
             evs = await a.events(setup.room, limit=1000)
-        return proxy.cut, proxy.connections, sum(e.text == "sent over a fresh connection" for e in evs)
+        return (
+            proxy.cut,
+            proxy.connections,
+            sum(e.text == "sent over a fresh connection" for e in evs),
+        )
 
     cut, connections, posted = run(go())
     assert (cut, connections, posted) == (2, 3, 1)
@@ -216,7 +220,8 @@ def test_no_answer_within_the_timeout_is_hub_unreachable(setup: Setup) -> None:
             await proxy.aclose()
         return err.value
 
-    assert "ReadTimeout" in run(go()).message
+    message = run(go()).message
+    assert "no answer within 0.5 s; nothing is known to have happened" in message, message
 
 
 def test_nothing_listening_is_hub_unreachable() -> None:
@@ -230,4 +235,8 @@ def test_nothing_listening_is_hub_unreachable() -> None:
                     await c.capabilities()
             return err.value
 
-        assert "ConnectError" in run(go()).message
+        message = run(go()).message
+        assert message.startswith(
+            f"nothing listens at http://127.0.0.1:{port} (connection refused)"
+        )
+        assert "Error(" not in message  # words, not a Python repr
