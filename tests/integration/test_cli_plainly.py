@@ -232,3 +232,33 @@ def test_tail_says_which_message_a_reply_answers(setup: Setup) -> None:
     assert f"(answers #{first['seq']}) done" in lines[1], lines
     lines = agentpost(setup.hub, "tail", setup.room, "--after", "1", token=alice).stdout
     assert f"(answers {first['id']}) done" in lines  # not shown: named by its id
+
+
+def test_an_agent_needs_an_owner_unless_said_otherwise(setup: Setup) -> None:
+    ws = setup.workspace
+    p = agentpost(setup.hub, "admin", "member", "add", ws, "stray", "--kind", "agent", check=False)
+    assert p.returncode == 2
+    assert "an agent needs --owner PERSON" in p.stderr and "--no-owner" in p.stderr
+    with setup.hub.client(setup.hub.admin_token) as c:
+        names = [m["name"] for m in c.get(f"/v1/admin/workspaces/{ws}/members").json()["members"]]
+    assert "stray" not in names  # refused before anything was sent
+    p = agentpost(
+        setup.hub, "admin", "member", "add", ws, "stray", "--kind", "agent", "--no-owner", "--json"
+    )
+    assert json.loads(p.stdout)["member"]["owner"] is None
+    p = agentpost(
+        setup.hub,
+        "admin",
+        "member",
+        "add",
+        ws,
+        "aide",
+        "--kind",
+        "agent",
+        "--owner",
+        "alice",
+        "--json",
+    )
+    assert json.loads(p.stdout)["member"]["owner"] == "alice"
+    p = agentpost(setup.hub, "admin", "member", "add", ws, "dana", "--owner", "alice", check=False)
+    assert p.returncode == 2 and "--owner is for an agent" in p.stderr

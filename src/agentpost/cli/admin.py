@@ -94,7 +94,17 @@ def member() -> None:
 @click.argument("workspace")
 @click.argument("name")
 @click.option("--kind", type=click.Choice(["human", "agent"]), default="human", show_default=True)
-@click.option("--owner", default=None, help="For an agent: the human member who runs it.")
+@click.option(
+    "--owner",
+    default=None,
+    help="For an agent: the person who runs it (its Worker answers them). Required for an "
+    "agent unless --no-owner.",
+)
+@click.option(
+    "--no-owner",
+    is_flag=True,
+    help="An agent with no owner, on purpose: its Worker answers only --collaborator names.",
+)
 @_admin_options
 @json_option
 def member_add(
@@ -102,11 +112,19 @@ def member_add(
     name: str,
     kind: str,
     owner: str | None,
+    no_owner: bool,
     hub: str,
     admin_tok: str | None,
     as_json: bool,
 ) -> None:
     """Add member NAME to WORKSPACE; prints its token once."""
+    if kind == "agent" and owner is None and not no_owner:
+        raise click.UsageError(
+            "an agent needs --owner PERSON (the member its Worker answers); pass --no-owner "
+            "to make one that answers only the collaborators its Worker is given"
+        )
+    if owner is not None and (no_owner or kind != "agent"):
+        raise click.UsageError("--owner is for an agent, and not with --no-owner")
     with hub_errors(as_json), client(hub, admin_token(admin_tok)) as c:
         made = c.add_member(workspace, name, kind, owner)
     data = {

@@ -192,6 +192,14 @@ class Worker:
             self.workspace_name,
             self.cursor.acked,
         )
+        if self.owner is None and not self.admission.collaborators:
+            log.warning(
+                "%s has no owner and no collaborators: this Worker answers no one. Give the "
+                "agent an owner (agentpost admin member add WORKSPACE %s --kind agent --owner "
+                "PERSON) or name who it answers with --collaborator NAME",
+                self.me,
+                self.me,
+            )
         loop.add_signal_handler(signal.SIGHUP, self._reload)
         supervisor = asyncio.create_task(self.agent.run())
         follower = asyncio.create_task(inbox.follow(self.client, self._accept))
