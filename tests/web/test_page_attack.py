@@ -1,13 +1,15 @@
 """The chat page under attack (issue 27): a send whose answer comes after you switched
 rooms, text typed while a send is on its way, an input method composing over the
-@-completion list, the tab title while the tab is hidden.
+@-completion list, the tab title while the tab is hidden, a message deleted in another tab
+while this one deletes or edits it; and what held: an edit left by switching rooms, an edit
+retried after a lost answer, the phone layout of the room forms.
 
 Every test drives headless Chromium against a real hub process; a request held on its
 way (Playwright's route) stands for a slow hub."""
 
 from __future__ import annotations
 
-from playwright.sync_api import Page, Route, expect
+from playwright.sync_api import Dialog, Page, Route, expect
 from webhelp import events, open_room, post, sign_in
 
 from hubproc import Setup, poll
@@ -137,3 +139,100 @@ def test_the_tab_title_counts_the_open_rooms_new_messages_while_the_tab_is_hidde
             return bool(c.get(f"/v1/rooms/{setup.room}").json()["room"]["read_seq"] == last)
 
     poll(read_up_to_last)
+
+
+def test_an_edit_left_by_switching_rooms_keeps_the_draft_and_is_no_draft(
+    page: Page, setup: Setup
+) -> None:
+    _second_room(setup)
+    mine = post(setup.hub, setup.tokens["alice"], setup.room, "teh plan")
+    sign_in(page, setup.hub, setup.tokens["alice"])
+    open_room(page, "general")
+    box = page.get_by_label("Message")
+    box.fill("my draft in general")
+    page.get_by_role("button", name=f"Edit #{mine['seq']}").click()
+    expect(box).to_have_value("teh plan")
+    box.fill("the plan")
+    open_room(page, "second")
+    expect(box).to_have_value("")
+    open_room(page, "general")
+    expect(box).to_have_value("my draft in general")
+    expect(page.get_by_text("Editing your message")).to_be_hidden()
+
+
+def test_an_edit_retried_after_a_lost_answer_is_one_edit(page: Page, setup: Setup) -> None:
+    mine = post(setup.hub, setup.tokens["alice"], setup.room, "teh plan")
+    sign_in(page, setup.hub, setup.tokens["alice"])
+    open_room(page, "general")
+    lost: list[int] = []
+
+    def lose(route: Route) -> None:
+        route.fetch()
+        lost.append(1)
+        route.abort()
+
+    page.route("**/edits", lose)
+    page.get_by_role("button", name=f"Edit #{mine['seq']}").click()
+    page.get_by_label("Message").fill("the plan")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("status").filter(has_text="No answer from the hub")).to_be_visible()
+    page.unroute("**/edits")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("status").filter(has_text="Edited.")).to_be_visible()
+    stored = events(setup.hub, setup.tokens["alice"], setup.room)
+    assert len([e for e in stored if e.get("relates_to")]) == 1, stored
+
+
+def test_deleting_or_editing_a_message_another_tab_deleted_says_it_is_deleted(
+    page: Page, setup: Setup
+) -> None:
+    first = post(setup.hub, setup.tokens["alice"], setup.room, "oops")
+    second = post(setup.hub, setup.tokens["alice"], setup.room, "teh plan")
+
+    def delete_elsewhere(event: dict[str, str]) -> None:
+        with setup.hub.client(setup.tokens["alice"]) as c:
+            path = f"/v1/rooms/{setup.room}/events/{event['id']}/redactions"
+            assert c.post(path, json={}).status_code in (200, 201)
+
+    def other_tab_first(dialog: Dialog) -> None:
+        delete_elsewhere(first)  # while this tab asks "Delete …?"
+        dialog.accept()
+
+    page.on("dialog", other_tab_first)
+    sign_in(page, setup.hub, setup.tokens["alice"])
+    open_room(page, "general")
+    page.get_by_role("button", name=f"Delete #{first['seq']}").click()
+    status = page.locator("#composer-status")
+    expect(status).to_have_text("Deleted (it was deleted already).")
+    expect(page.locator(f'[data-event-id="{first["id"]}"]')).to_contain_text("Message deleted")
+
+    box = page.get_by_label("Message")
+    box.fill("my draft")
+    page.get_by_role("button", name=f"Edit #{second['seq']}").click()
+    box.fill("the plan")
+    page.route("**/edits", lambda route: (delete_elsewhere(second), route.continue_()))
+    page.keyboard.press("Enter")
+    expect(status).to_have_text("Not edited: the message was deleted meanwhile.")
+    expect(page.get_by_text("Editing your message")).to_be_hidden()
+    expect(box).to_have_value("my draft")
+
+
+def test_at_375_px_the_new_room_form_and_the_manage_panel_fit(page: Page, setup: Setup) -> None:
+    page.set_viewport_size({"width": 375, "height": 667})
+    sign_in(page, setup.hub, setup.tokens["alice"])
+    page.get_by_role("button", name="New room").click()
+    page.get_by_label("Room name").fill("x" * 64)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    page.get_by_role("button", name="general", exact=True).click()
+    page.get_by_role("button", name="People and settings").click()
+    expect(page.get_by_role("button", name="Remove helper from the room")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    # One look at every button at once: a presence frame may draw the list again.
+    poll(
+        lambda: page.evaluate(
+            """() => [...document.querySelectorAll('#manage-panel button')].every(b => {
+                 const r = b.getBoundingClientRect();
+                 return r.width > 0 && r.left >= 0 && r.right <= 375;
+               })"""
+        )
+    )

@@ -558,6 +558,10 @@ async function deleteEvent(event) {
           "Press Delete again: it is done once.",
         "bad",
       );
+    } else if (err.code === "event_redacted") {
+      // Deleted meanwhile (another tab, or a first try whose answer was lost): done.
+      state.deleteKeys.delete(event.id);
+      composer.say("Deleted (it was deleted already).", "good");
     } else {
       state.deleteKeys.delete(event.id);
       composer.say(`Not deleted: ${err.message} (${err.status} ${err.code}).`, "bad");

@@ -290,6 +290,12 @@ export class Composer {
       }
       this.say("Edited.", "good");
     } catch (err) {
+      if (err instanceof api.HubError && err.code === "event_redacted") {
+        // Deleted elsewhere meanwhile: there is nothing left to edit, so leave the edit.
+        if (this.editing === target) this.cancelContext();
+        this.say("Not edited: the message was deleted meanwhile.", "bad");
+        return;
+      }
       this.failed(err, key);
     } finally {
       this.busy = false;
