@@ -423,6 +423,16 @@ function onLive(event) {
     refreshEvent(event.room, event.relates_to);
   }
   drawStart();
+  if (!reading() && !event.relates_to && event.sender !== state.me.member.name) {
+    // Counted as the hub counts it, at once: the tab title tells a hidden tab now, not at
+    // the next list of rooms (whose count may hold this event already: its last_seq says).
+    const room = state.rooms.get(event.room);
+    if (room && event.seq > (room.last_seq || 0)) {
+      room.unread = (room.unread || 0) + 1;
+      room.last_seq = event.seq;
+      drawCounts();
+    }
+  }
   if (state.stick) {
     toBottom();
   } else if (!event.relates_to) {
@@ -548,6 +558,10 @@ async function deleteEvent(event) {
           "Press Delete again: it is done once.",
         "bad",
       );
+    } else if (err.code === "event_redacted") {
+      // Deleted meanwhile (another tab, or a first try whose answer was lost): done.
+      state.deleteKeys.delete(event.id);
+      composer.say("Deleted (it was deleted already).", "good");
     } else {
       state.deleteKeys.delete(event.id);
       composer.say(`Not deleted: ${err.message} (${err.status} ${err.code}).`, "bad");

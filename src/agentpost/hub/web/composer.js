@@ -18,6 +18,27 @@ function draftKey(roomId) {
   return "agentpost.draft." + roomId;
 }
 
+/** What is left of `draft` once `sent` was posted: what was typed after it, or "". */
+function leftOver(draft, sent) {
+  const rest = draft.startsWith(sent) ? draft.slice(sent.length) : draft;
+  return rest.trim() ? rest.replace(/^\s*\n/, "") : "";
+}
+
+/** A send answered after its room was left: its draft there (still holding the posted
+ * text and key) must not come back when the room is opened again. */
+function forgetDraft(roomId, key, sent) {
+  let saved;
+  try {
+    saved = JSON.parse(sessionStorage.getItem(draftKey(roomId)) || "null");
+  } catch (_) {
+    return;
+  }
+  if (!saved || saved.key !== key) return;
+  const rest = leftOver(saved.text, sent);
+  if (rest) sessionStorage.setItem(draftKey(roomId), JSON.stringify({ text: rest, key: newKey() }));
+  else sessionStorage.removeItem(draftKey(roomId));
+}
+
 export class Composer {
   /** form, box (textarea), file (input), status (line); onPosted(event) draws it. */
   /** context: {box, text, kindLabel, kind, cancel} of the reply/edit line; chosen: the
@@ -43,8 +64,11 @@ export class Composer {
       this.showChosen();
     });
     box.addEventListener("keydown", (ev) => {
+      // An input method's keys (Enter commits its text) are its own: they neither pick a
+      // mention nor send. Safari marks the committing Enter by keyCode 229 only.
+      if (ev.isComposing || ev.keyCode === 229) return;
       if (this.mentions && this.mentions.handleKey(ev)) return;
-      if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+      if (ev.key === "Enter" && !ev.shiftKey) {
         ev.preventDefault();
         this.send();
       } else if (ev.key === "Escape" && (this.replyTo || this.editing)) {
@@ -179,6 +203,7 @@ export class Composer {
     const roomId = this.roomId;
     const key = this.key;
     const answer = {};
+    const replyTo = this.replyTo;
     if (this.replyTo) {
       answer.in_reply_to = this.replyTo.id;
       if (!this.context.kind.hidden && this.context.kind.value) {
@@ -199,15 +224,7 @@ export class Composer {
       } else {
         res = await api.call("POST", path + "/messages", { json: { text, ...answer }, key });
       }
-      if (this.roomId === roomId && this.key === key) {
-        this.key = null;
-        this.box.value = "";
-        this.file.value = "";
-        this.showChosen();
-        this.cancelContext();
-        this.grow();
-        this.save();
-      }
+      this.posted(roomId, key, text, chosen, replyTo);
       const replayed = res.headers.get("Idempotency-Status") === "replayed";
       this.say(replayed ? "Posted (the hub had it already: not posted twice)." : "Posted.", "good");
       this.onPosted(res.body.event);
@@ -217,6 +234,32 @@ export class Composer {
       this.busy = false;
       this.button.removeAttribute("aria-disabled");
     }
+  }
+
+  /** `text` (and `chosen`) went out with `key`: clear them from wherever they wait now —
+   * the box, the draft put aside by an edit, or another room's stored draft — keeping what
+   * was typed while the send was on its way. */
+  posted(roomId, key, text, chosen, replyTo) {
+    if (this.roomId !== roomId) {
+      forgetDraft(roomId, key, text);
+      return;
+    }
+    if (this.editing && this.stash && this.stash.key === key) {
+      const rest = leftOver(this.stash.text, text);
+      this.stash = { text: rest, key: rest ? newKey() : null };
+      return;
+    }
+    if (this.key !== key) return;
+    const rest = leftOver(this.box.value, text);
+    this.box.value = rest;
+    this.key = rest ? newKey() : null;
+    if (!chosen || this.file.files[0] === chosen) {
+      this.file.value = "";
+      this.showChosen();
+    }
+    if (this.replyTo === replyTo) this.cancelContext();
+    this.grow();
+    this.save();
   }
 
   /** Post the box's text as an edit of `this.editing`; its key is kept until the hub answers. */
@@ -247,6 +290,12 @@ export class Composer {
       }
       this.say("Edited.", "good");
     } catch (err) {
+      if (err instanceof api.HubError && err.code === "event_redacted") {
+        // Deleted elsewhere meanwhile: there is nothing left to edit, so leave the edit.
+        if (this.editing === target) this.cancelContext();
+        this.say("Not edited: the message was deleted meanwhile.", "bad");
+        return;
+      }
       this.failed(err, key);
     } finally {
       this.busy = false;
