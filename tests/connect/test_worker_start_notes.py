@@ -3,6 +3,11 @@ collaborators is answered by no one's messages, so its Worker says so at once.""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 from conftest import Connected, wait_for
 
 
@@ -25,3 +30,49 @@ def test_a_worker_for_an_ownerless_agent_says_it_answers_no_one(connected: Conne
     assert "answers no one" not in told.log()
     owned = connected.worker(log_name="owned")  # bot, owned by alice
     assert "answers no one" not in owned.log()
+
+
+def test_log_goes_to_the_file_given_and_status_names_rooms(connected: Connected) -> None:
+    log = connected.tmp / "logs" / "bot.log"
+    w = connected.worker(None, "--log", str(log), wait_agent=False)
+    wait_for(lambda: log.exists() and "agent started" in log.read_text())
+    assert f"agentpost connect: logging to {log}" in w.log()  # stderr: that one line only
+    assert "agent started" not in w.log()
+    assert oct(log.stat().st_mode & 0o777) == "0o600"
+    asked = connected.say("alice", "@bot hello")
+    connected.wait_reply(asked["id"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
+    env |= {"AGENTPOST_HUB": connected.hub.url, "AGENTPOST_TOKEN": connected.setup.tokens["bot"]}
+    ws = str(connected.tmp / "ws-bot")
+    out = subprocess.run(
+        [sys.executable, "-m", "agentpost", "connect", "status", "--workspace-dir", ws],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"general ({connected.setup.room})\talice" in out.stdout, out.stdout
+
+
+def test_status_of_a_folder_no_worker_ran_in_is_an_error(connected: Connected) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
+    missing = str(connected.tmp / "never-ran")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentpost",
+            "connect",
+            "status",
+            "--workspace-dir",
+            missing,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["error"]["code"] == "no_worker_folder"

@@ -18,6 +18,7 @@ from agentpost.cli.common import (
     console,
     emit,
     err_console,
+    fail,
     hub_options,
     json_option,
     table,
@@ -30,10 +31,16 @@ PERMISSION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always"
 @click.option(
     "--agent",
     "agent_cmd",
-    help="claude, codex or gemini (their ACP adapters, needs checked at start), or the ACP "
-    "agent command, split like a shell would.",
+    help="Required. claude, codex or gemini (their ACP adapters, needs checked at start), or "
+    "the ACP agent command, split like a shell would.",
 )
-@click.option("--hub", envvar="AGENTPOST_HUB", default="http://127.0.0.1:8470", show_default=True)
+@click.option(
+    "--hub",
+    envvar="AGENTPOST_HUB",
+    default="http://127.0.0.1:8470",
+    show_default=True,
+    help="Hub URL (env AGENTPOST_HUB).",
+)
 @click.option("--token", envvar=secrets.TOKEN_ENV, default=None, help=secrets.TOKEN_FLAG_HELP)
 @click.option(
     "--token-file",
@@ -47,7 +54,20 @@ PERMISSION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always"
     type=click.Path(path_type=Path),
     help="The Worker's own folder (default: one per hub and agent under the data home).",
 )
-@click.option("--repo", type=click.Path(path_type=Path), help="The agent's working directory.")
+@click.option(
+    "--repo",
+    type=click.Path(path_type=Path),
+    help="Required. The agent's working directory (an existing folder).",
+)
+@click.option(
+    "--log",
+    "log_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the Worker's log to this file (appended) instead of stderr. Started in the "
+    "background of a terminal (`&`), the Worker logs to worker.log in its folder unless "
+    "given this.",
+)
 @click.option("--collaborator", "collaborators", multiple=True, help="Also answer this member.")
 @click.option("--egress-root", "egress_roots", multiple=True, type=click.Path(path_type=Path))
 @click.option("--allow-permission", "allow", multiple=True, type=click.Choice(PERMISSION_KINDS))
@@ -73,6 +93,7 @@ def connect(
     token_file: Path | None,
     workspace_dir: Path | None,
     repo: Path | None,
+    log_file: Path | None,
     collaborators: tuple[str, ...],
     egress_roots: tuple[Path, ...],
     allow: tuple[str, ...],
@@ -140,10 +161,23 @@ def connect(
     assert repo is not None and token is not None
     if workspace_dir is None:
         workspace_dir = _default_workspace(hub, token, hub_timeout)
+    if log_file is None and _in_background():
+        log_file = workspace_dir / "worker.log"
+    if log_file is not None:
+        try:
+            log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            stream = open(log_file, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+            os.chmod(log_file, 0o600)
+        except OSError as exc:
+            err_console.print(f"error: cannot write the log {log_file}: {exc.strerror or exc}")
+            sys.exit(EXIT_FINAL)
+        err_console.print(f"agentpost connect: logging to {log_file}", highlight=False)
+    else:
+        stream = sys.stderr
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+        stream=stream,
     )
     if dumpable:
         logging.getLogger("agentpost.connect").warning(
@@ -170,6 +204,16 @@ def connect(
         err_console.print(f"error: {exc}")
         sys.exit(EXIT_FINAL)
     sys.exit(code)
+
+
+def _in_background() -> bool:
+    """Started with `&` from a terminal: stderr is the terminal, but another process group
+    has it. Its log lines would land in the middle of what the user types next."""
+    try:
+        fd = sys.stderr.fileno()
+        return os.isatty(fd) and os.tcgetpgrp(fd) != os.getpgrp()
+    except (OSError, ValueError):
+        return False
 
 
 def _default_workspace(hub: str, token: str, timeout: float, wait: bool = True) -> Path:
@@ -237,11 +281,25 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
             sys.exit(EXIT_FINAL)
         workspace_dir = _default_workspace(hub, token, 30.0, wait=False)
 
+    if not workspace_dir.is_dir():
+        fail(
+            as_json,
+            "no_worker_folder",
+            f"{workspace_dir} is not a folder: no Worker has run there (pass the "
+            "--workspace-dir a Worker was started with)",
+            False,
+            EXIT_FINAL,
+        )
     try:
         data = read_status(workspace_dir)
     except WorkspaceError as exc:
         err_console.print(f"error: {exc}")
         sys.exit(EXIT_FINAL)
+    names = {} if as_json else _room_names(data.get("hub") or hub, token)
+
+    def room(room_id: str) -> str:
+        name = names.get(room_id)
+        return f"{name} ({room_id})" if name else room_id
 
     def plain(line: str) -> None:
         console.print(line, markup=False, highlight=False)
@@ -288,7 +346,7 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
         plain("sessions:")
         table(
             ["room", "who", "session"],
-            [[s["room"], s["who"], s["session_id"]] for s in data.get("sessions", [])],
+            [[room(s["room"]), s["who"], s["session_id"]] for s in data.get("sessions", [])],
         )
         d = data.get("delivery") or {}
         why = d.get("reason") or "-"
@@ -304,7 +362,7 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
             [
                 [
                     b["binding"],
-                    b["room"],
+                    room(b["room"]),
                     b["who"],
                     time.strftime("%Y-%m-%d %H:%M", time.gmtime(b["expires_at"])),
                     (b.get("revoked_reason") or "yes") if b.get("revoked") else "",
@@ -316,7 +374,7 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
         table(
             ["delivery", "binding", "room", "posted", "first seen"],
             [
-                [e["id"], e["binding"], e["room"], f"{e['posted']} of {e['parts']}", when(e)]
+                [e["id"], e["binding"], room(e["room"]), f"{e['posted']} of {e['parts']}", when(e)]
                 for e in d.get("in_progress", [])
             ],
         )
@@ -324,7 +382,7 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
         table(
             ["delivery", "binding", "room", "outcome", "first seen"],
             [
-                [e["id"], e["binding"], e["room"], e["outcome"] or e["state"], when(e)]
+                [e["id"], e["binding"], room(e["room"]), e["outcome"] or e["state"], when(e)]
                 for e in d.get("deliveries", [])
             ],
         )
@@ -345,3 +403,18 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
         )
 
     emit(as_json, data, human)
+
+
+def _room_names(hub: str, token: str | None) -> dict[str, str]:
+    """Room id → name, as the hub says for this token; none when it cannot be asked (the
+    status is read from the Worker's folder and stays readable with the hub down)."""
+    if not token:
+        return {}
+    from agentpost.cli.inbox import room_names
+    from agentpost.client import HubClient, HubError
+
+    try:
+        with HubClient(hub, token, 5.0) as c:
+            return room_names(c)
+    except HubError:
+        return {}
