@@ -42,6 +42,6 @@ def test_connect_walkthrough_runs_as_written(hub: HubProcess, tmp_path: Path) ->
     # The Worker's folder is the default one, under the data home, outside the repo (".");
     # delivery is on with the documented layout.
     port = hub.url.rsplit(":", 1)[1]
-    folder = tmp_path / "home" / "workers" / f"127.0.0.1_{port}" / "acme" / "bot"
+    folder = tmp_path / "home" / "workers" / f"127.0.0.1_{port}" / "lab" / "bot"
     assert (folder / "worker-id").exists()
     assert "delivery (_ag2/deliver): enabled" in p.stderr

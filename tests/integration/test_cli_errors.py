@@ -111,7 +111,7 @@ def test_a_non_ascii_post_key_is_refused_before_sending(setup: Setup) -> None:
 
 
 def test_messages_keep_their_brackets(tmp_path) -> None:  # noqa: ANN001
-    # Rich markup would print `pip install 'agentpost'` here.
+    # Rich markup would print `pip install -e '.'` here.
     p = agentpost(
         None,
         "db",
@@ -124,7 +124,7 @@ def test_messages_keep_their_brackets(tmp_path) -> None:  # noqa: ANN001
         check=False,
     )
     assert p.returncode == 1
-    assert "pip install 'agentpost[postgres]'" in p.stderr, p.stderr
+    assert "pip install -e '.[postgres]'" in p.stderr, p.stderr
 
 
 def _no_psycopg(tmp_path):  # noqa: ANN001, ANN202

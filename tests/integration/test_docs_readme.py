@@ -5,8 +5,8 @@ its data dir, which is `AGENTPOST_HOME`, so `admin` commands read its token file
 What the test changes, and only that: the hub is on a free port (`AGENTPOST_HUB`, and the curl
 URLs), the shell runs in a temp dir that holds links to this install's `.venv` and `examples/`;
 "<alice's token from above>" and "<bot's token>" are read from the `member add` output (which
-the shell also keeps in a file); `tail --follow` runs for 3 s (it must still be running then), and the connect Worker the block
-starts with `&` is stopped at the end.
+the shell also keeps in a file, outside that dir); `tail --follow` runs for 3 s (it must still
+be running then). test_docs_together.py runs this script again, before every docs page's.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from hubproc import HubProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-TOKEN_OF = "$(python3 -c 'import json; print(json.load(open(\"{0}.json\"))[\"token\"])')"
+TOKEN_OF = "$(python3 -c 'import json; print(json.load(open(\"{0}\"))[\"token\"])')"
 
 
-@pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
-def test_readme_runs_as_written(hub: HubProcess, tmp_path: Path) -> None:
-    startup = hub.startup_output or ""
-    assert "agentpost database: SQLite" in startup and "hub.sqlite3" in startup, startup
+def readme_script(hub: HubProcess, keep: Path) -> str:
+    """The README's walk-through (its "Five minutes", curl, CLI and connect blocks) as one
+    script, with only what a test must change: the hub URL, the tokens (kept in `keep`, outside
+    the folder the script runs in) and `tail --follow` stopped after 3 s."""
     blocks = re.findall(r"```sh\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
     install, tests, five_minutes, curl, cli, connect = blocks
     assert install.strip().endswith(".venv/bin/agentpost serve")  # the hub fixture is that serve
@@ -39,23 +39,31 @@ def test_readme_runs_as_written(hub: HubProcess, tmp_path: Path) -> None:
         ("bot", "agentpost admin member add acme bot --kind agent --owner alice --json"),
     ):
         assert add in script
-        script = script.replace(add, f"{add} | tee {who}.json")
-    script = script.replace("<alice's token from above>", TOKEN_OF.format("alice"))
-    script = script.replace("<bot's token>", TOKEN_OF.format("bot"))
+        script = script.replace(add, f"{add} | tee {keep / who}.json")
+    script = script.replace("<alice's token from above>", TOKEN_OF.format(keep / "alice.json"))
+    script = script.replace("<bot's token>", TOKEN_OF.format(keep / "bot.json"))
     script = script.replace("http://127.0.0.1:8470", hub.url)
     follow = "agentpost tail general --follow"
     assert script.count(follow) == 1
-    script = re.sub(rf"^{follow}.*$", f"timeout 3 {follow} || [ $? = 124 ]", script, flags=re.M)
-    script += "\nkill %1; wait\n"  # the connect Worker
+    return re.sub(rf"^{follow}.*$", f"timeout 3 {follow} || [ $? = 124 ]", script, flags=re.M)
 
-    venv = Path(sys.executable).parent.parent
-    (tmp_path / ".venv").symlink_to(venv)
-    (tmp_path / "examples").symlink_to(ROOT / "examples")
+
+@pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
+def test_readme_runs_as_written(hub: HubProcess, tmp_path: Path) -> None:
+    startup = hub.startup_output or ""
+    assert "agentpost database: SQLite" in startup and "hub.sqlite3" in startup, startup
+    keep = tmp_path / "tokens"
+    keep.mkdir()
+    script = readme_script(hub, keep) + "\nwait\n"  # the README stops its Worker
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    (clone / "examples").symlink_to(ROOT / "examples")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
     env |= {"AGENTPOST_HOME": str(hub.data_dir), "AGENTPOST_HUB": hub.url}
     p = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
+        cwd=clone, env=env, capture_output=True, text=True, timeout=180,
     )
     out = p.stdout
     assert p.returncode == 0, out + p.stderr

@@ -111,7 +111,7 @@ def test_postgres_without_the_extra_is_one_line(tmp_path: Path) -> None:
         "AGENTPOST_DB": "postgresql://u:pw@127.0.0.1/x",  # in --db it would also warn
     }
     p = _serve(tmp_path / "d", "--port", "0", env=env)
-    _one_line_error(p, "pip install 'agentpost[postgres]'")
+    _one_line_error(p, "pip install -e '.[postgres]'")
     assert "pw" not in p.stderr
 
 

@@ -25,7 +25,7 @@ def open_engine(db_url: str | None, data_dir: Path) -> Engine:
         except ImportError as exc:
             raise RequestError(
                 Code.INVALID_REQUEST,
-                "PostgreSQL needs the extra: pip install 'agentpost[postgres]'",
+                "PostgreSQL needs the postgres extra: pip install -e '.[postgres]' in the clone",
             ) from exc
         writers = int(os.environ.get("AGENTPOST_PG_WRITERS", "4"))
         return PostgresEngine(db_url, writers=max(1, writers))
