@@ -262,3 +262,55 @@ def test_an_agent_needs_an_owner_unless_said_otherwise(setup: Setup) -> None:
     assert json.loads(p.stdout)["member"]["owner"] == "alice"
     p = agentpost(setup.hub, "admin", "member", "add", ws, "dana", "--owner", "alice", check=False)
     assert p.returncode == 2 and "--owner is for an agent" in p.stderr
+
+
+def test_output_shapes_agree(setup: Setup) -> None:
+    alice = setup.tokens["alice"]
+    p = agentpost(
+        setup.hub,
+        "room",
+        "create",
+        "shapes",
+        "-w",
+        setup.workspace,
+        "-p",
+        "bot",
+        "--json",
+        token=alice,
+    )
+    room = json.loads(p.stdout)["room"]
+    assert room["router"] == "sole-agent" and room["sensitive_filter"] is False
+    assert room["max_delegation_depth"] == 8
+    header = agentpost(setup.hub, "members", token=alice).stdout.splitlines()[0].split("\t")
+    admin = agentpost(setup.hub, "admin", "member", "list", setup.workspace).stdout
+    assert (
+        admin.splitlines()[0].split("\t")[:4] == header[:4] == ["name", "kind", "owner", "status"]
+    )
+    made = agentpost(
+        setup.hub, "thread", "ensure", "notes", "-w", setup.workspace, "--json", token=alice
+    )
+    thread = json.loads(made.stdout)["thread_id"]
+    out = agentpost(setup.hub, "thread", "archive", thread, token=alice).stdout
+    assert out.strip().endswith(f"({thread}) archived"), out
+    out = agentpost(setup.hub, "thread", "unarchive", thread, token=alice).stdout
+    assert out.strip().endswith(f"({thread}) unarchived"), out
+
+
+def test_the_inbox_hook_says_a_missing_token_file_in_one_line(setup: Setup, tmp_path) -> None:  # noqa: ANN001
+    missing = tmp_path / "nope" / "token"
+    for env in (
+        {"AGENTPOST_TOKEN_FILE": str(missing)},
+        {"AGENTPOST_TOKEN_FILE": str(missing), "AGENTPOST_TOKEN": "ap_x"},
+    ):
+        p = agentpost(
+            setup.hub,
+            "inbox",
+            "hook",
+            "session-start",
+            env=env,
+            stdin='{"session_id": "s1", "source": "startup"}',
+        )
+        assert p.returncode == 0  # a hook never breaks the agent's turn
+        assert p.stdout == ""
+        lines = p.stderr.splitlines()
+        assert len(lines) == 1 and "cannot read the token file" in lines[0], p.stderr

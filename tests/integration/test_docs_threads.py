@@ -82,6 +82,19 @@ def test_docs_threads_md_runs_as_written(hub: HubProcess, tmp_path: Path) -> Non
 
     # Task 7 is the message the block above sent with the same key: the script repeats it.
     assert [wake_buddy("7"), wake_buddy("8"), wake_buddy("8")] == ["replayed", "sent", "replayed"]
+
+    # A final error (here a token the hub does not know) ends the script with 1 and the
+    # hub's words, never 75 ("retry later") that a supervisor would retry for ever.
+    good = token_file.read_text()
+    for bad in ("ap_not-a-token\n", "\n"):
+        token_file.write_text(bad)
+        p = subprocess.run(
+            ["sh", str(wake), "9"],
+            cwd=tmp_path, env=sched_env, capture_output=True, text=True, timeout=120,
+        )
+        assert p.returncode == 1, (bad, p.returncode, p.stdout, p.stderr)
+        assert "Traceback" not in p.stderr and '"code"' in p.stderr, p.stderr
+    token_file.write_text(good)
     events = [
         json.loads(line)
         for line in run(hub, "tail", thread, "--json", token=alice).stdout.splitlines()

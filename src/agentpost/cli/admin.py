@@ -181,8 +181,8 @@ def member_list(workspace: str, hub: str, admin_tok: str | None, as_json: bool) 
         as_json,
         {"workspace": workspace, "members": msgspec.to_builtins(found)},
         lambda: table(
-            ["name", "kind", "status", "owner", "id"],
-            [[m.name, m.kind, m.status, m.owner, m.id] for m in found],
+            ["name", "kind", "owner", "status", "id"],
+            [[m.name, m.kind, m.owner, m.status, m.id] for m in found],
             "(no members)",
         ),
     )

@@ -360,5 +360,5 @@ def hook_cmd(event: str, ack: bool, hub: str, token_file: Path | None) -> None:
                 sys.exit(0)
         run_hook(event, hub.rstrip("/"), token, ack, read_hook_input())
     except Exception as exc:  # a hook must never break the agent's turn; say what happened
-        print(f"agentpost inbox hook: failed: {exc!r}", file=sys.stderr)
+        print(f"agentpost inbox hook: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
     sys.exit(0)

@@ -68,7 +68,11 @@ def _archive_command(archived: bool) -> click.Command:
         emit(
             as_json,
             {"thread_id": room.id, "name": room.name, "archived": room.archived},
-            lambda: console.print(f"{room.name} ({room.id}) archived: {room.archived}"),
+            lambda: console.print(
+                f"{room.name} ({room.id}) {'archived' if room.archived else 'unarchived'}",
+                markup=False,
+                highlight=False,
+            ),
         )
 
     verb = "archive" if archived else "unarchive"

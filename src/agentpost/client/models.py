@@ -58,6 +58,11 @@ class Room(msgspec.Struct):
     master: str | None = None
     owner: str | None = None
     last_seq: int = 0
+    # How the room routes (docs/delegation.md); None from a hub that does not say.
+    router: str | None = None
+    sensitive_filter: bool | None = None
+    max_delegation_depth: int | None = None
+    agent_wakeups_per_minute: int | None = None
     # Your read marker and what is unread past it (docs/api.md "Read markers"); a hub
     # without read markers sends neither, read as 0.
     read_seq: int = 0
