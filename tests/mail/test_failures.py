@@ -352,6 +352,25 @@ def test_sync_without_a_remote_is_a_clear_error(network: Network) -> None:
     assert result.json["error"]["code"] == "no_remote"
 
 
+def test_join_without_a_remote_is_refused_saying_how_to_give_one(network: Network) -> None:
+    lonely = network.clone("me")
+    lonely.git("remote", "remove", "origin")
+    result = lonely.mail("join", "--name", "alice", "--json", check=False)
+    assert result.code == 1
+    error = result.json["error"]
+    assert error["code"] == "no_remote"
+    assert "git remote add origin URL" in error["message"]
+    assert "AGENTPOST_MAIL_REMOTE" in error["message"]
+    plain = lonely.mail("join", "--name", "alice", check=False)
+    assert plain.code == 1 and plain.stdout == ""
+    assert plain.stderr.startswith("error no_remote: this repository has no remote")
+    assert not lonely.mail_dir.exists(), "nothing was written: no session joined"
+    wrong = lonely.mail("join", "--name", "alice", "--json",
+                        env={"AGENTPOST_MAIL_REMOTE": "upstream"}, check=False)
+    assert wrong.code == 1 and wrong.json["error"]["code"] == "no_remote"
+    assert "set AGENTPOST_MAIL_REMOTE to one of them" in wrong.json["error"]["message"]
+
+
 def test_outside_a_git_repository_commands_fail_and_hooks_stay_silent(
     network: Network, tmp_path: Path
 ) -> None:

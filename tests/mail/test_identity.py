@@ -209,3 +209,58 @@ def test_a_rename_whose_push_failed_deletes_the_old_refs_at_the_next_sync(
     assert not [r for r in refs if r.endswith("/ma")]
     assert b.send("alice", "found under the new name")["to"]["machine"] == "laptop"
     assert a.sync()["imported"] == 1
+
+
+def test_after_a_rename_the_hook_suggests_the_new_address_and_the_old_one_says_where_it_went(
+    two_machines: tuple[Clone, Clone],
+) -> None:
+    a, b = two_machines
+    b.sync()
+    note = a.send("bob", "written as alice@ma")
+    assert b.sync()["imported"] == 1  # imported, not yet read
+    assert a.sync()["acked"] == 1  # the outbox is empty: the rename needs no --force
+    a.mail("rename-machine", "laptop", "--json")
+    a.machine = "laptop"
+
+    shown = b.mail("hook", "prompt").stdout
+    assert "- from alice@ma (now alice@laptop) at " in shown
+    assert f"(id {note['id']})" in shown
+    assert "Reply with: agentpost mail send --to alice@laptop --text" in shown
+    assert "--to alice@ma " not in shown
+
+    # The old name is no alias (docs/mail.md, Addressing): refused, naming the new one.
+    old = b.mail("send", "--to", "alice@ma", "--text", "x", "--json", check=False)
+    assert old.code == 1
+    assert old.json["error"]["code"] == "machine_renamed"
+    assert old.json["error"]["renamed_to"] == "laptop"
+    assert "alice@laptop" in old.json["error"]["message"]
+    plain = b.mail("send", "--to", "alice@ma", "--text", "x", check=False)
+    assert plain.code == 1 and plain.stdout == ""
+    assert plain.stderr.startswith("error machine_renamed: ") and "alice@laptop" in plain.stderr
+    assert b.outbox() == [], "nothing was sent"
+
+    b.send("alice@laptop", "the suggested reply")
+    assert a.sync()["imported"] == 1
+
+
+def test_forget_of_a_machine_never_seen_is_refused_and_changes_nothing(
+    network: Network, two_machines: tuple[Clone, Clone]
+) -> None:
+    a, _ = two_machines
+    a.sync()
+    log_before = (a.mail_dir / "log.jsonl").read_bytes()
+    refs_before = network.remote_refs()
+    for unpin in ([], ["--unpin"]):
+        refused = a.mail("forget", "nosuch", *unpin, "--json", check=False)
+        assert refused.code == 1
+        assert refused.json["error"]["code"] == "unknown_machine"
+        assert "nosuch" in refused.json["error"]["message"]
+    plain = a.mail("forget", "nosuch", check=False)
+    assert plain.code == 1 and plain.stdout == ""
+    assert plain.stderr.startswith("error unknown_machine: no machine nosuch is known")
+    assert plain.stderr.count("\n") == 1
+    assert (a.mail_dir / "log.jsonl").read_bytes() == log_before
+    assert network.remote_refs() == refs_before
+    trusted = a.mail("trust", "nosuch", "--json", check=False)
+    assert trusted.json["error"]["code"] == "unknown_machine", "one code for a machine not seen"
+    assert a.mail("forget", "mb", "--json").json["machine"] == "mb", "a known peer still goes"

@@ -1,7 +1,8 @@
 """`agentpost mail …` (docs/mail.md): thin commands over `agentpost.mail`.
 
 With `--json` a command prints exactly the §7 shape on stdout, or
-`{"error": {"code", "message"}}` and a non-zero exit; without it, short human text.
+`{"error": {"code", "message", "retryable"}}` and a non-zero exit; without it, short
+human text, and a refusal is one line `error CODE: MESSAGE` on stderr.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def _run(as_json: bool, action: Callable[[MailContext], T], *, check_machine: bo
             error.setdefault("retryable", exc.exit_code != 1)
             _emit(body)
         else:
-            click.echo(f"agentpost mail: {exc.message} ({exc.code})", err=True)
+            # One line, as every command prints a refusal (docs/cli.md).
+            click.echo(f"error {exc.code}: {exc.message}", err=True)
         sys.exit(exc.exit_code)
     except Exception as exc:
         # A bug, not a refusal: keep the traceback for the report, answer with a code.

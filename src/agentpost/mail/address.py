@@ -112,6 +112,25 @@ def _remote_candidates(
     return found
 
 
+def renamed_machines(state: MailState, view: RemoteView) -> dict[str, str]:
+    """Former machine name → current one, for peers renamed with `mail rename-machine`.
+
+    A renamed machine keeps its key: the name we pinned it under publishes no presence
+    any more, and exactly one other name presents that key. Addressing finds it under
+    the new name only (docs/mail.md, Addressing), so the old one is never an alias;
+    a key shown under two names (a copied clone) names no successor.
+    """
+    presence = view.valid_presence()
+    moved: dict[str, str] = {}
+    for old, pin in state.pins.items():
+        if old in presence:
+            continue
+        now_named = [m for m, doc in presence.items() if doc.public_key == pin.public_key]
+        if len(now_named) == 1:
+            moved[old] = now_named[0]
+    return moved
+
+
 def _forgotten(state: MailState, machine: str, seen_at: str) -> bool:
     """`mail forget` dropped `machine`, and what names it now is not newer than that."""
     rec = state.forgotten.get(machine)

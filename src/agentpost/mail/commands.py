@@ -18,7 +18,7 @@ from agentpost.core.ids import new_id
 from agentpost.core.jcs import canonical
 from agentpost.core.thread_key import InvalidKey, check_key
 from agentpost.mail import clock
-from agentpost.mail.address import parse_recipient, resolve
+from agentpost.mail.address import parse_recipient, renamed_machines, resolve
 from agentpost.mail.clock import format_ts
 from agentpost.mail.context import MailContext
 from agentpost.mail.envelope import Address, RawEnvelope, new_envelope, sign
@@ -27,8 +27,10 @@ from agentpost.mail.errors import (
     InboxFull,
     InvalidBody,
     InvalidIdempotencyKey,
+    MachineRenamed,
     MailError,
     OutboxFull,
+    UnknownMachine,
     UnknownRecipient,
 )
 from agentpost.mail.inbox import Delivery, InboxMessage
@@ -75,6 +77,9 @@ class SendResult:
 def join(ctx: MailContext, name: str) -> JoinResult:
     """Register a session on this machine (the same name keeps its instance) and publish presence."""
     check_name(name, "session")
+    # Presence may go out later (an offline remote is fine), but a clone with no remote
+    # could never publish it: refuse before anything is written.
+    ctx.remote  # noqa: B018 - resolving is the check
     with mail_lock(ctx.paths.lock, LOCK_WAIT_SECONDS):
         now = clock.now()
         state = ctx.load_state()
@@ -132,6 +137,13 @@ def send(
             ctx.git.fetch(ctx.remote)
             view = read_view(ctx.git, ctx.remote)
             target = resolve(name, instance_id, ctx.machine, state, view, on)
+        if target is None and on is not None and on in (moved := renamed_machines(state, view)):
+            # Not an alias: a renamed machine is addressed by its new name only (docs/mail.md).
+            raise MachineRenamed(
+                f"machine {on} was renamed to {moved[on]} (it presents the key pinned for "
+                f"{on}); send to {name}@{moved[on]}. Nothing was sent",
+                extra={"renamed_to": moved[on]},
+            )
         if target is None:
             who = f"{to_name} (instance {instance_id})" if instance_id else to_name
             raise UnknownRecipient(f"no session named {who} here, in presence, or among senders")
@@ -267,7 +279,7 @@ def trust(ctx: MailContext, machine: str) -> Pinned:
         ctx.git.fetch(ctx.remote)
         doc = read_view(ctx.git, ctx.remote).valid_presence().get(machine)
         if doc is None:
-            raise UnknownRecipient(f"machine {machine} publishes no readable presence")
+            raise UnknownMachine(f"machine {machine} publishes no readable presence")
         rec = Pinned(machine, doc.public_key, format_ts(clock.now()))
         ctx.log.append([rec])
         return rec

@@ -11,6 +11,8 @@ MailError                      code                 exit
  ├── RenameBlocked             rename_blocked       1   wait for acks (`mail sync`), or `--force`
  ├── UnknownRecipient          unknown_recipient    1   check the name; the peer must have joined
  ├── AmbiguousRecipient        ambiguous_recipient  1   pass --instance-id
+ ├── MachineRenamed            machine_renamed      1   write NAME@NEW: the peer renamed its machine
+ ├── UnknownMachine            unknown_machine      1   check the machine name; nothing was changed
  ├── InvalidBody               invalid_body         1   send a non-empty body under the size cap
  ├── InvalidIdempotencyKey     invalid_idempotency_key 1 give a key of 1-255 bytes
  ├── IdempotencyConflict       idempotency_conflict 1   this key already sent another note; pick a new key
@@ -82,6 +84,14 @@ class UnknownRecipient(MailError):
 
 class AmbiguousRecipient(MailError):
     code = "ambiguous_recipient"
+
+
+class MachineRenamed(MailError):
+    code = "machine_renamed"
+
+
+class UnknownMachine(MailError):
+    code = "unknown_machine"
 
 
 class InvalidBody(MailError):

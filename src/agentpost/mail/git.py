@@ -101,10 +101,18 @@ class Git:
         names = self.run("remote").decode().split()
         if chosen:
             if chosen not in names:
-                raise NoRemote(f"{REMOTE_ENV}={chosen!r} is not a remote of this repository")
+                raise NoRemote(
+                    f"{REMOTE_ENV}={chosen!r} is not a remote of this repository (its remotes: "
+                    f"{', '.join(names) or 'none'}); set {REMOTE_ENV} to one of them, or unset "
+                    "it (then origin, else the first remote, is used)"
+                )
             return chosen
         if not names:
-            raise NoRemote("this repository has no remote; mail travels through one")
+            raise NoRemote(
+                "this repository has no remote, and mail travels through one: add the shared "
+                f"remote with `git remote add origin URL` (or set {REMOTE_ENV} to the "
+                "remote to use), then run the command again"
+            )
         return "origin" if "origin" in names else names[0]
 
     def fetch(self, remote: str) -> None:

@@ -11,12 +11,15 @@ from __future__ import annotations
 import sys
 
 from agentpost.mail import clock
+from agentpost.mail.address import renamed_machines
 from agentpost.mail.context import MailContext
 from agentpost.mail.errors import MailBusy, MailError, NotJoined
 from agentpost.mail.inbox import InboxMessage
 from agentpost.mail.limits import HOOK_SYNC_EVERY, REPUBLISH_EVERY
 from agentpost.mail.marks import load_marks
+from agentpost.mail.state import MailState
 from agentpost.mail.sync import SyncReport, sync
+from agentpost.mail.view import read_view
 
 EVENTS = ("session-start", "prompt", "stop")
 
@@ -94,25 +97,43 @@ def _surface(ctx: MailContext) -> str:
     messages = inbox.unread()
     if not messages:
         return ""
-    text = render(me.name, messages)
+    text = render(me.name, messages, _renamed(ctx, state))
     inbox.mark_read([m.key for m in messages])
     return text
 
 
-def render(name: str, messages: list[InboxMessage]) -> str:
-    """A short readable block: who wrote, when, what, and how to answer."""
+def _renamed(ctx: MailContext, state: MailState) -> dict[str, str]:
+    # What the last fetch showed; reading it is local. Without it, names stay as written.
+    try:
+        return renamed_machines(state, read_view(ctx.git, ctx.remote))
+    except MailError:
+        return {}
+
+
+def render(
+    name: str, messages: list[InboxMessage], renamed: dict[str, str] | None = None
+) -> str:
+    """A short readable block: who wrote, when, what, and how to answer.
+
+    `renamed` maps a former machine name to the current one: a note keeps the name it
+    was signed under, but a reply must go to the name the machine has now.
+    """
+    renamed = renamed or {}
     noun = "message" if len(messages) == 1 else "messages"
     lines = [f"agentpost mail: {len(messages)} new {noun} for {name}"]
     for msg in messages:
         sender = msg.sender
+        machine = str(sender.get("machine"))
+        now_as = f" (now {sender.get('name')}@{renamed[machine]})" if machine in renamed else ""
         lines.append(
-            f"- from {sender.get('name')}@{sender.get('machine')} at {msg.sent_at} (id {msg.id}):"
+            f"- from {sender.get('name')}@{machine}{now_as} at {msg.sent_at} (id {msg.id}):"
         )
         lines.extend(f"    {line}" for line in msg.body.splitlines() or [""])
     first = messages[0].sender
+    machine = str(first.get("machine"))
     # NAME@MACHINE, the form that stays unambiguous when the name is on two machines.
     lines.append(
-        f"Reply with: agentpost mail send --to {first.get('name')}@{first.get('machine')} "
+        f"Reply with: agentpost mail send --to {first.get('name')}@{renamed.get(machine, machine)} "
         "--text '...'"
     )
     return "\n".join(lines) + "\n"

@@ -15,13 +15,14 @@ from datetime import datetime
 from agentpost.mail import clock
 from agentpost.mail.clock import format_ts, parse_ts
 from agentpost.mail.context import MailContext
-from agentpost.mail.errors import InvalidName, MachineNameTaken, RenameBlocked
+from agentpost.mail.errors import InvalidName, MachineNameTaken, RenameBlocked, UnknownMachine
 from agentpost.mail.identity import Identity, load_identity, save_identity
 from agentpost.mail.limits import LOCK_WAIT_SECONDS
 from agentpost.mail.lock import mail_lock
 from agentpost.mail.log import Expired, Forgotten, Record
 from agentpost.mail.publish import publish
 from agentpost.mail.repo import check_name
+from agentpost.mail.state import MailState
 from agentpost.mail.view import RemoteView, read_view, tracking_ref
 from agentpost.mail.wire import MailDoc, mail_ref, presence_ref
 
@@ -118,6 +119,14 @@ def forget(ctx: MailContext, machine: str, *, unpin: bool = False) -> ForgetResu
         now = clock.now()
         ctx.git.fetch(ctx.remote)
         view = read_view(ctx.git, ctx.remote)
+        state = ctx.load_state()
+        if not _known(machine, state, view):
+            # A typo must not log a Forgotten line (and, with --unpin, drop nothing).
+            raise UnknownMachine(
+                f"no machine {machine} is known here: {ctx.remote} holds no presence or "
+                f"mail ref of it, and no key or mail from it was seen. Nothing was changed; "
+                f"check the name (`git ls-remote {ctx.remote} 'refs/agentpost/*'` lists the machines)"
+            )
         doomed, kept = _safe_to_delete(machine, view, now)
         removed: list[str] = []
         if doomed:
@@ -131,6 +140,17 @@ def forget(ctx: MailContext, machine: str, *, unpin: bool = False) -> ForgetResu
         rec = Forgotten(machine, format_ts(now), unpin)
         ctx.log.append([rec])
         return ForgetResult(machine, removed, kept, unpin)
+
+
+def _known(machine: str, state: MailState, view: RemoteView) -> bool:
+    """`machine` is something to forget: refs on the remote, a pin, its mail, an earlier forget."""
+    return (
+        machine in view.presence
+        or machine in view.mail
+        or machine in state.pins
+        or machine in state.forgotten
+        or any(sender == machine for sender, _ in state.imported)
+    )
 
 
 def _safe_to_delete(
