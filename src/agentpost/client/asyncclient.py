@@ -185,7 +185,7 @@ class AsyncHubClient:
         )
         # With our own transport, a plain request skips httpx's client layers (URL merge,
         # cookies, auth and redirect handling: none of them apply to the hub's API); about
-        # a third of the Worker's CPU per delivered part went there (bench/README.md).
+        # a third of the Worker's CPU per delivered part went there (bench/HISTORY.md).
         self._direct = isinstance(self._transport, PooledTransport)
         self._headers = dict(self._http.headers)
         self._timeout = httpx.Timeout(timeout).as_dict()

@@ -4,7 +4,7 @@ keep-alive connections reused newest first, responses parsed by httptools (C).
 Why not httpcore's pool: per request it scans every pooled connection (a socket-readable
 probe and anyio attribute lookups each), and without sniffio it retries a failed import on
 every call; for the Worker's many small keyed posts that was most of its CPU (measured in
-bench/README.md). This transport does what the hub's client needs and no more: http and
+bench/HISTORY.md). This transport does what the hub's client needs and no more: http and
 https, request bodies sent with their headers in one write when small, streamed responses
 (SSE, downloads), httpx's timeouts, and every failure as an `httpx.TransportError`.
 

@@ -1,4 +1,4 @@
-"""Crash points for the kill -9 tests (bench/README.md): `AGENTPOST_CONNECT_CRASH_POINT=name`
+"""Crash points for the kill -9 tests (bench/HISTORY.md): `AGENTPOST_CONNECT_CRASH_POINT=name`
 makes the Worker SIGKILL itself when it reaches the point of that name."""
 
 from __future__ import annotations
