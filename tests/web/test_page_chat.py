@@ -472,3 +472,17 @@ def test_every_action_is_reachable_by_keyboard_and_text_meets_aa_contrast(
     )
     low = {sel: r for sel, r in ratios.items() if r is None or r < 4.5}
     assert not low, ratios
+
+
+def test_delete_works_where_crypto_random_uuid_is_missing(page: Page, setup: Setup) -> None:
+    """Outside a secure context (a hub reached over plain http by a LAN address) browsers
+    have no crypto.randomUUID: keys come from getRandomValues, which they do have."""
+    page.add_init_script("delete Crypto.prototype.randomUUID")
+    mine = post(setup.hub, setup.tokens["alice"], setup.room, "to be deleted")
+    sign_in(page, setup.hub, setup.tokens["alice"])
+    open_room(page, "general")
+    assert page.evaluate("typeof crypto.randomUUID") == "undefined"
+    page.once("dialog", lambda d: d.accept())
+    page.get_by_role("button", name=f"Delete #{mine['seq']}").click()
+    item = page.locator(f'[data-event-id="{mine["id"]}"]')
+    expect(item.get_by_text("Message deleted")).to_be_visible()

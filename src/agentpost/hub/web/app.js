@@ -4,7 +4,7 @@
 // bottom); the composer; creating rooms and managing who takes part (docs/web.md).
 
 import * as api from "./api.js";
-import { Composer } from "./composer.js";
+import { Composer, newKey } from "./composer.js";
 import { Inbox } from "./inbox.js";
 import { Mentions } from "./mentions.js";
 import { Presence } from "./presence.js";
@@ -542,7 +542,7 @@ async function deleteEvent(event) {
   }
   let key = state.deleteKeys.get(event.id);
   if (!key) {
-    key = "web-del-" + crypto.randomUUID();
+    key = newKey();
     state.deleteKeys.set(event.id, key);
   }
   composer.say("Deleting…");

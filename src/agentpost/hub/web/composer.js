@@ -8,7 +8,9 @@
 import * as api from "./api.js";
 import { humanSize } from "./timeline.js";
 
-function newKey() {
+/** A fresh Idempotency-Key (getRandomValues: also outside a secure context, e.g. a hub
+ * reached over plain http by its LAN address, where crypto.randomUUID is missing). */
+export function newKey() {
   const bytes = new Uint8Array(16);
   crypto.getRandomValues(bytes);
   return "web-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
