@@ -146,3 +146,17 @@ def _running(ws: Path) -> bool:
     from agentpost.connect.workspace import Workspace
 
     return Workspace(ws).locked_by_other()
+
+
+def test_status_with_a_persons_token_says_to_use_the_agents(connected: Connected) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
+    env |= {"AGENTPOST_HUB": connected.hub.url, "AGENTPOST_TOKEN": connected.setup.tokens["alice"]}
+    out = subprocess.run(
+        [sys.executable, "-m", "agentpost", "connect", "status"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert "this token is alice's, a human" in out.stderr and "agent's token" in out.stderr

@@ -203,7 +203,13 @@ def test_search_takes_a_query_that_starts_with_a_dash_and_names_rooms(setup: Set
     alice = setup.tokens["alice"]
     agentpost(setup.hub, "post", setup.room, "-t", "deploy the draft", token=alice)
     agentpost(setup.hub, "post", setup.room, "-t", "deploy the release", token=alice)
-    for argv in (["search", "deploy -draft"], ["search", "--", "-draft deploy"]):
+    for argv in (
+        ["search", "deploy -draft"],
+        ["search", "--", "-draft deploy"],
+        ["search", "deploy", "-draft"],  # unquoted: the words are joined
+        ["search", "-draft", "deploy"],
+        ["search", "--", "-draft", "deploy"],
+    ):
         out = agentpost(setup.hub, *argv, token=alice).stdout
         rows = out.splitlines()
         assert len(rows) == 2 and rows[1].endswith("deploy the release"), out
@@ -294,6 +300,10 @@ def test_output_shapes_agree(setup: Setup) -> None:
     assert out.strip().endswith(f"({thread}) archived"), out
     out = agentpost(setup.hub, "thread", "unarchive", thread, token=alice).stdout
     assert out.strip().endswith(f"({thread}) unarchived"), out
+    out = agentpost(setup.hub, "room", "archive", "shapes", token=alice).stdout
+    assert out.strip().endswith(f"({room['id']}) archived"), out
+    out = agentpost(setup.hub, "room", "unarchive", "shapes", token=alice).stdout
+    assert out.strip().endswith(f"({room['id']}) unarchived"), out
 
 
 def test_the_inbox_hook_says_a_missing_token_file_in_one_line(setup: Setup, tmp_path) -> None:  # noqa: ANN001

@@ -15,6 +15,7 @@ from agentpost.cli import secrets
 from agentpost.cli.app import main
 from agentpost.cli.common import (
     EXIT_FINAL,
+    cell,
     console,
     emit,
     err_console,
@@ -243,6 +244,14 @@ def _default_workspace(hub: str, token: str, timeout: float, wait: bool = True) 
                 told = True
             time.sleep(delay)
             delay = min(delay * 2, 15.0)
+    if me["member"].get("kind") != "agent":
+        err_console.print(
+            f"error: this token is {me['member']['name']}'s, a {me['member'].get('kind')}: "
+            "a Worker and its folder belong to an agent member; use the agent's token "
+            "(AGENTPOST_TOKEN or --token-file)",
+            highlight=False,
+        )
+        sys.exit(EXIT_FINAL)
     try:
         return default_dir(hub, str(me["workspace"]["name"]), str(me["member"]["name"]))
     except (WorkspaceError, OSError) as exc:
@@ -309,10 +318,10 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
 
     def human() -> None:
         agent = data.get("agent", {})
-        console.print(f"worker {data.get('worker_id')}  running: {data['running']}")
+        console.print(f"worker {data.get('worker_id')}  running: {cell(data['running'])}")
         console.print(f"member {data.get('member')}  owner {data.get('owner')}")
         console.print(
-            f"agent alive: {agent.get('alive')}  pid {agent.get('pid')}  "
+            f"agent alive: {cell(agent.get('alive'))}  pid {agent.get('pid')}  "
             f"restarts {agent.get('restarts')}  last failure: {agent.get('last_failure') or '-'}"
         )
         failed = agent.get("last_session_error") or {}

@@ -63,7 +63,7 @@ def _archive_command(archived: bool) -> click.Command:
         emit(
             as_json,
             {"room": msgspec.to_builtins(r)},
-            lambda: say(f"{r.name} ({r.id}) {'archived' if r.archived else 'open'}"),
+            lambda: say(f"{r.name} ({r.id}) {'archived' if r.archived else 'unarchived'}"),
         )
 
     verb = "archive" if archived else "unarchive"

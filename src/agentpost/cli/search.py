@@ -11,7 +11,7 @@ from agentpost.cli.inbox import room_names
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
-@click.argument("query")
+@click.argument("words", nargs=-1, required=True, metavar="QUERY")
 @click.option("--room", "room_ref", default=None, help="Only this room (an id, or a room name).")
 @click.option("--sender", default=None, help="Only events this member sent.")
 @click.option("--limit", type=click.IntRange(1, 100), default=20, show_default=True)
@@ -19,7 +19,7 @@ from agentpost.cli.inbox import room_names
 @hub_options
 @json_option
 def search(
-    query: str,
+    words: tuple[str, ...],
     room_ref: str | None,
     sender: str | None,
     limit: int,
@@ -29,8 +29,10 @@ def search(
     as_json: bool,
 ) -> None:
     """Search the rooms you take part in for QUERY: words (all must match), "a phrase",
-    word* (a prefix), -word (not this word). A query that starts with `-` works as it is
-    (`agentpost search -draft`); `--` before it also does (`agentpost search -- -draft`)."""
+    word* (a prefix), -word (not this word). The words may come as one argument or several
+    (`agentpost search deploy -draft` is `agentpost search 'deploy -draft'`); `--` ends the
+    options when a word would read as one."""
+    query = " ".join(words)
     with hub_errors(as_json), client(hub, token) as c:
         room_id = c.resolve_room(room_ref) if room_ref is not None else None
         found = c.search(query, room=room_id, sender=sender, before=before, limit=limit)

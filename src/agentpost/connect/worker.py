@@ -128,7 +128,12 @@ class Worker:
         self.owner = me["member"].get("owner")
         self.workspace_name = str(me["workspace"]["name"])
         if me["member"]["kind"] != "agent":
-            log.error("%s is a %s, not an agent member", self.me, me["member"]["kind"])
+            log.error(
+                "%s is a %s, not an agent member: a Worker runs an agent; give it the "
+                "agent's token",
+                self.me,
+                me["member"]["kind"],
+            )
             return 1
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
