@@ -324,3 +324,22 @@ def test_the_inbox_hook_says_a_missing_token_file_in_one_line(setup: Setup, tmp_
         assert p.stdout == ""
         lines = p.stderr.splitlines()
         assert len(lines) == 1 and "cannot read the token file" in lines[0], p.stderr
+
+
+def test_an_unknown_field_is_named_and_bad_json_said_once(setup: Setup) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        r = c.post(f"/v1/rooms/{setup.room}/messages", json={"txt": "hi"})
+        assert r.status_code == 400
+        err = r.json()["error"]
+        assert err["code"] == "invalid_request" and err["field"] == "$.txt", err
+        r = c.post(f"/v1/workspaces/{setup.workspace}/rooms", json={"name": "x", "nope": 1})
+        assert r.json()["error"]["field"] == "$.nope"
+        r = c.post(
+            f"/v1/rooms/{setup.room}/messages",
+            content=b'{"text": hi}',
+            headers={"Content-Type": "application/json"},
+        )
+        err = r.json()["error"]
+        assert err["code"] == "invalid_json"
+        assert err["message"].startswith("malformed JSON: ") and "malformed: " not in err["message"]
+        assert c.get(f"/v1/rooms/{setup.room}").json()["room"]["last_seq"] == 0  # nothing posted

@@ -94,6 +94,9 @@ def _with_integral_floats(raw: bytes, type_: type[T], exc: msgspec.ValidationErr
     return None
 
 
+_UNKNOWN_FIELD = re.compile(r"Object contains unknown field `([^`]*)`")
+
+
 def decode_json(raw: bytes, type_: type[T]) -> T:
     try:
         return msgspec.json.decode(raw, type=type_)
@@ -103,11 +106,15 @@ def decode_json(raw: bytes, type_: type[T]) -> T:
             return fixed
         text = str(exc)
         field = text.rsplit("at `", 1)[1].rstrip("`") if "at `" in text else None
+        unknown = _UNKNOWN_FIELD.match(text)
+        if unknown:  # name the field itself, not the object holding it
+            field = f"{field or '$'}.{unknown.group(1)}"
         for regex, words in RULES_IN_WORDS.items():
             text = text.replace(regex, words)
         raise RequestError(Code.INVALID_REQUEST, text, field=field) from exc
     except msgspec.DecodeError as exc:
-        raise RequestError(Code.INVALID_JSON, f"malformed JSON: {exc}") from exc
+        words = str(exc).removeprefix("JSON is malformed: ")
+        raise RequestError(Code.INVALID_JSON, f"malformed JSON: {words}") from exc
     except RecursionError as exc:  # msgspec refuses ~1000 levels before we can count them
         raise RequestError(
             Code.INVALID_REQUEST,
