@@ -12,8 +12,8 @@ import difflib
 import importlib
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import click
 
@@ -47,6 +47,21 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "thread": ("thread",),
     "whoami": ("room_ops",),
 }
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def hub_option(f: F) -> F:
+    """`--hub` (env AGENTPOST_HUB): one spelling for every command that talks to a hub.
+    Here, not in cli/common.py, so `agentpost mcp` starts without common's imports."""
+    return click.option(
+        "--hub",
+        envvar="AGENTPOST_HUB",
+        default="http://127.0.0.1:8470",
+        show_default=True,
+        help="Hub URL (env AGENTPOST_HUB).",
+    )(f)
 
 
 class Main(click.Group):

@@ -29,6 +29,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentpost.cli import secrets
+from agentpost.cli.app import hub_option
 from agentpost.client import HubClient, HubError, HubUnavailable, HubUnreachable
 from agentpost.client.errors import NotConfigured
 
@@ -92,14 +93,7 @@ def hub_options(f: F) -> F:
     g = click.option(
         "--token", envvar=secrets.TOKEN_ENV, default=None, help=secrets.TOKEN_FLAG_HELP
     )(g)
-    g = click.option(
-        "--hub",
-        envvar="AGENTPOST_HUB",
-        default="http://127.0.0.1:8470",
-        show_default=True,
-        help="Hub URL (env AGENTPOST_HUB).",
-    )(g)
-    return cast(F, g)
+    return cast(F, hub_option(g))
 
 
 def admin_token(explicit: str | None) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from agentpost.cli import secrets
-from agentpost.cli.app import main
+from agentpost.cli.app import hub_option, main
 from agentpost.cli.common import (
     EXIT_FINAL,
     cell,
@@ -35,13 +35,7 @@ PERMISSION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always"
     help="Required. claude, codex or gemini (their ACP adapters, needs checked at start), or "
     "the ACP agent command, split like a shell would.",
 )
-@click.option(
-    "--hub",
-    envvar="AGENTPOST_HUB",
-    default="http://127.0.0.1:8470",
-    show_default=True,
-    help="Hub URL (env AGENTPOST_HUB).",
-)
+@hub_option
 @click.option("--token", envvar=secrets.TOKEN_ENV, default=None, help=secrets.TOKEN_FLAG_HELP)
 @click.option(
     "--token-file",

@@ -30,6 +30,7 @@ import click
 import msgspec
 
 from agentpost.cli import secrets
+from agentpost.cli.app import hub_option
 from agentpost.cli.inbox import inbox
 from agentpost.client import Event, HubClient, HubError
 from agentpost.mcp.tools import delegation_waiting
@@ -341,7 +342,7 @@ def run_hook(
 @inbox.command("hook")
 @click.argument("event", required=False, default="", metavar="session-start|prompt|stop")
 @click.option("--ack", is_flag=True, help="Also acknowledge what was shown on the hub.")
-@click.option("--hub", envvar="AGENTPOST_HUB", default="http://127.0.0.1:8470", show_default=True)
+@hub_option
 @click.option(
     "--token-file",
     envvar=secrets.TOKEN_FILE_ENV,

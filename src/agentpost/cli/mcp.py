@@ -20,7 +20,7 @@ from pathlib import Path
 
 import click
 
-from agentpost.cli.app import main
+from agentpost.cli.app import hub_option, main
 from agentpost.cli.token_names import TOKEN_ENV, TOKEN_FILE_ENV, TOKEN_FILE_HELP
 from agentpost.mcp import front
 
@@ -81,13 +81,7 @@ def _loader(
     type=click.Path(exists=True, file_okay=False, dir_okay=True, path_type=Path),
     help="A directory upload_file may send files from (repeatable; none: no uploads).",
 )
-@click.option(
-    "--hub",
-    envvar="AGENTPOST_HUB",
-    default="http://127.0.0.1:8470",
-    show_default=True,
-    help="Hub URL (env AGENTPOST_HUB).",
-)
+@hub_option
 @click.option(
     "--max-file-bytes",
     type=click.IntRange(min=1),

@@ -665,7 +665,7 @@ $("new-room-form").addEventListener("submit", async (ev) => {
     const path = `/v1/workspaces/${encodeURIComponent(state.me.workspace.name)}/rooms`;
     room = (await api.call("POST", path, { json: { name, participants } })).body.room;
   } catch (err) {
-    say(`Not created: ${err.message} (${err.status || "no answer"} ${err.code || ""}).`.replace(" )", ")"));
+    say(`Not created: ${refusal(err)}.`);
     return;
   }
   say(`Created #${room.name}.`);
@@ -677,6 +677,12 @@ $("new-room-form").addEventListener("submit", async (ev) => {
   await openRoom(room.id);
   $("message").focus();
 });
+
+/** A refusal as the panels say it: the hub's words, status and code (none: no answer). */
+function refusal(err) {
+  const why = err instanceof api.HubError ? `${err.status} ${err.code}` : "no answer";
+  return `${err.message} (${why})`;
+}
 
 async function loadMemberNames() {
   if (!state.me) return;
@@ -749,7 +755,7 @@ async function changeParticipant(name, adding) {
       say(adding ? `${name} takes part now.` : `${name} no longer takes part.`);
     }
   } catch (err) {
-    say(`Not changed: ${err.message} (${err.status || "no answer"} ${err.code || ""}).`);
+    say(`Not changed: ${refusal(err)}.`);
   }
   if (!adding && name === state.me.member.name) leftRoom();
 }
