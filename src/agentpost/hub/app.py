@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agentpost.core.errors import AgentpostError, Code
 from agentpost.core.ids import new_token, token_hash
 from agentpost.hub.ag2 import routes as ag2_routes
-from agentpost.hub.auth import TokenCache
+from agentpost.hub.auth import FORGET, TokenCache
 from agentpost.hub.blobs import BlobStore
 from agentpost.hub.config import HubConfig
 from agentpost.hub.errors import (
@@ -32,7 +32,7 @@ from agentpost.hub.errors import (
 )
 from agentpost.hub.idempotency import Idempotency
 from agentpost.hub.metrics import HubMetrics
-from agentpost.hub.notify import Notifier
+from agentpost.hub.notify import ALL, Notifier
 from agentpost.hub.presence import Presence
 from agentpost.hub.routes import (
     admin,
@@ -145,6 +145,22 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(AgentpostError(Code.INVALID_REQUEST, str(exc.detail)))
 
 
+def _woken(hub: Hub) -> Callable[[str], None]:
+    """What a commit's wake-up key does here: a removal's or reissue's drops the member from
+    the token cache; every other wakes its streams and long polls. After a lost NOTIFY
+    connection (`*`) nothing cached can be trusted either."""
+
+    def woken(key: str) -> None:
+        if key.startswith(FORGET):
+            hub.tokens.forget(key.removeprefix(FORGET))
+            return
+        if key == ALL:
+            hub.tokens.clear()
+        hub.notifier.notify(key)
+
+    return woken
+
+
 async def _sweeper(hub: Hub) -> None:
     while True:
         await asyncio.sleep(hub.config.sweep_interval_seconds)
@@ -227,7 +243,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             blobs=BlobStore(config.blob_dir),
             metrics=HubMetrics(),
             admin_hash=admin_hash,
-            tokens=TokenCache(enabled=not eng.shared),
+            tokens=TokenCache(shared=eng.shared),
             http=Outbound(),
             router_settings=LlmSettings.from_env(),
             streams=streams,
@@ -242,7 +258,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             log.info("no AGENTPOST_ROUTER_URL: rooms with the llm router stop (wake no one)")
         hub.metrics.watch_in_flight(hub.idempotency.in_flight)
         hub.metrics.watch_as_data(hub.engine.written_as_data)
-        eng.on_notify(hub.notifier.notify)
+        eng.on_notify(_woken(hub))
         app.state.hub = hub
         sweeper = asyncio.create_task(_sweeper(hub))
         flusher = asyncio.create_task(hub.presence.run())

@@ -1,7 +1,8 @@
-"""Who is asking: member tokens (hashed lookups, every request) and the admin token.
+"""Who is asking: member tokens (hashed lookups) and the admin token.
 
-No token cache: a removed member is refused on its very next request (docs/api.md).
-Every member let through is stamped as seen (presence, §12): in memory, never a write.
+A removed member is refused on its very next request (docs/api.md), on every process: see
+`TokenCache` for how a cached answer keeps that. Every member let through is stamped as
+seen (presence, §12): in memory, never a write.
 """
 
 from __future__ import annotations
@@ -37,30 +38,53 @@ def bearer_of(header: str) -> str:
     return token.strip()
 
 
-class TokenCache:
-    """Token hash → member, kept only where this process is the store's one writer (SQLite).
+FORGET = "tokens:"
+"""A wake-up key (`Tx.notify`) a removal or a token reissue commits with: every process
+drops the member from its `TokenCache` (on PostgreSQL through NOTIFY, store/postgres.py)."""
 
-    Every removal goes through this process and calls `forget` right after its commit, so a
-    removed member is still refused on its next request. With a shared database (PostgreSQL)
-    another process may remove a member at any moment: there is no cache, every request
-    asks the database. `inbox_cursor` of a cached member is stale: read it from the store.
+
+class TokenCache:
+    """Token hash → member, so most requests do not read the token's row.
+
+    One writer (SQLite, `shared` False): every removal and reissue runs in this process and
+    `forget`s right after its commit, so an entry is the truth for every route.
+
+    A shared database (PostgreSQL): another process may remove a member or reissue its token
+    at any moment, so an entry is only a hint. Only the message post route takes it
+    (`poster_of`), and its write transaction checks it again under the room's lock: the
+    member still active (`posting.sendable_room`, `write_plain`) and the token still its own
+    (`members.held_tokens`). An answer the transaction did not make (a replay, a refusal) is
+    given only after a fresh read (`member_by_hash`). Every other route reads the store. A
+    removal's or reissue's commit notifies every process (`FORGET`), which drops the entry;
+    a refused hint is dropped too. `inbox_cursor` of a cached member is stale: read it from
+    the store.
     """
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+    def __init__(self, shared: bool) -> None:
+        self.shared = shared
         self._by_hash: dict[str, Member] = {}
 
     def get(self, hashed: str) -> Member | None:
-        return self._by_hash.get(hashed) if self.enabled else None
+        """The member, where an entry is the truth (one writer)."""
+        return None if self.shared else self._by_hash.get(hashed)
+
+    def hint(self, hashed: str) -> Member | None:
+        return self._by_hash.get(hashed)
 
     def put(self, hashed: str, found: Member) -> None:
-        if self.enabled and found.status == "active":
+        if found.status == "active":
             if len(self._by_hash) >= 100_000:
                 self._by_hash.clear()  # bounded; refilled from the store on demand
             self._by_hash[hashed] = found
 
+    def drop(self, hashed: str) -> None:
+        self._by_hash.pop(hashed, None)
+
     def forget(self, member_id: str) -> None:
         self._by_hash = {h: m for h, m in self._by_hash.items() if m.id != member_id}
+
+    def clear(self) -> None:
+        self._by_hash = {}
 
 
 async def member(request: Request, hub: HasAuth) -> Member:
@@ -70,14 +94,19 @@ async def member(request: Request, hub: HasAuth) -> Member:
 
 async def member_of(authorization: str, hub: HasAuth) -> Member:
     """The active member behind an `Authorization` header's value."""
-    hashed = token_hash(bearer_of(authorization))
+    return await member_by_hash(token_hash(bearer_of(authorization)), hub)
+
+
+async def member_by_hash(hashed: str, hub: HasAuth) -> Member:
+    """The active member whose token hashes to `hashed` (from the cache where it is the
+    truth, else from the store); a refusal drops the hash from the cache."""
     found = hub.tokens.get(hashed)
     if found is not None:
         hub.presence.seen(found.id)
         return found
     found = await hub.engine.read(lambda db: members.member_by_token(db, hashed))
-    if found is not None:
-        hub.tokens.put(hashed, found)
+    if found is None or found.status != "active":
+        hub.tokens.drop(hashed)
     if found is None:
         gone = await hub.engine.read(lambda db: members.tombstone(db, hashed))
         if gone is not None:
@@ -85,8 +114,21 @@ async def member_of(authorization: str, hub: HasAuth) -> Member:
         raise AuthError(Code.UNAUTHORIZED, "unknown token")
     if found.status != "active":
         raise removed(found.name, found.kind)
+    hub.tokens.put(hashed, found)
     hub.presence.seen(found.id)
     return found
+
+
+async def poster_of(authorization: str, hub: HasAuth) -> tuple[Member, str | None]:
+    """The member behind a message post's token, and the token's hash when the member came
+    from a hint (`TokenCache`) that the post's write transaction must check again
+    (`posting.sendable_room(token=…)`, `write_plain`); None when it is known."""
+    hashed = token_hash(bearer_of(authorization))
+    hinted = hub.tokens.hint(hashed) if hub.tokens.shared else None
+    if hinted is not None:
+        hub.presence.seen(hinted.id)
+        return hinted, hashed
+    return await member_by_hash(hashed, hub), None
 
 
 def require_admin(request: Request, admin_hash: str) -> None:

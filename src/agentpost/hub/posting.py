@@ -20,7 +20,7 @@ from agentpost.hub.idempotency import CREATED, STATE_CREATED, Answer, Created, R
 from agentpost.hub.notify import inbox_key, room_key
 from agentpost.hub.routing import sensitive
 from agentpost.hub.schemas import Attachment, Event
-from agentpost.store import events, inbox, keys, media, rooms
+from agentpost.store import events, inbox, keys, media, members, rooms
 from agentpost.store.engine import Tx
 from agentpost.store.models import KeyRecord, MediaRow, Member, Room
 
@@ -28,13 +28,14 @@ _encode = msgspec.json.encode
 
 
 def sendable_room(
-    tx: Tx, room_id: str, sender: Member, fence: int | None = None
+    tx: Tx, room_id: str, sender: Member, fence: int | None = None, token: str | None = None
 ) -> tuple[Room, int]:
     """The room and the post's `seq`, if `sender` may post into it now. The room's row is
     locked first (taking its next seq), so every check below reads what is committed by
     then: an archive, a settings change or a removal that returned before is seen (§3, §4).
     A refusal rolls the seq back with the job, a recorded one too (`UndoJob`). A Worker's
-    post names its lease's fence: an older one is refused (§6 "One Worker")."""
+    post names its lease's fence: an older one is refused (§6 "One Worker"). `token`: the
+    hash of a token taken from a hint (hub/auth.py `TokenCache`), checked here again."""
     seq = rooms.next_seq(tx, room_id)
     leases.check_fence(tx, sender, fence)
     found = rooms.room_for_member(tx, room_id, sender.id)
@@ -43,6 +44,8 @@ def sendable_room(
     room, participant, status = found
     if status != "active":
         raise auth.removed(sender.name, sender.kind)
+    if token is not None and not members.held_tokens(tx, [(sender.id, token)]):
+        raise AuthError(Code.UNAUTHORIZED, "unknown token")
     if not participant:
         raise AuthError(
             Code.CHANNEL_MEMBERSHIP_REQUIRED, f"{sender.name!r} is not a participant of this room"
@@ -151,8 +154,9 @@ def create_message(
     normalized: dict[str, Any],
     router_choice: str | None = None,
     fence: int | None = None,
+    token: str | None = None,
 ) -> Created:
-    room, seq = sendable_room(tx, room_id, sender, fence)
+    room, seq = sendable_room(tx, room_id, sender, fence, token)
     refuse_secrets(room, normalized["text"])
     replied_to = normalized["in_reply_to"]
     if replied_to is not None and events.room_of(tx, replied_to) != room.id:
@@ -239,6 +243,7 @@ class PlainPost:
     sender: Member
     text: str
     metadata: dict[str, Any]
+    token: str | None = None  # a hinted token's hash to check again (`sendable_room`)
 
 
 def is_plain(normalized: dict[str, Any]) -> bool:
@@ -275,11 +280,13 @@ def write_plain(tx: Tx, posts: list[PlainPost]) -> list[tuple[Answer, list[str]]
     found = rooms.rooms_for_members(
         tx, sorted({(posts[i].room_id, posts[i].sender.id) for i in mine})
     )
+    hinted = sorted({(p.sender.id, p.token) for p in (posts[i] for i in mine) if p.token})
+    held = members.held_tokens(tx, hinted) if hinted else set()
     routes: dict[int, tuple[Room, str]] = {}
     for i in mine:
         p = posts[i]
         got = found.get((p.room_id, p.sender.id))
-        if got is None:
+        if got is None or (p.token is not None and (p.sender.id, p.token) not in held):
             continue
         room, participant, status = got
         if (

@@ -86,6 +86,15 @@ def replace_tokens(db: Db, member_id: str, hashed: str) -> None:
     add_token(db, member_id, hashed)
 
 
+def held_tokens(db: Db, pairs: list[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Those of the (member id, token hash) pairs whose token is still the member's."""
+    rows = db.all(
+        "SELECT member_id, hash FROM tokens WHERE hash IN (" + ", ".join(["?"] * len(pairs)) + ")",
+        [hashed for _member, hashed in pairs],
+    )
+    return {(r[0], r[1]) for r in rows} & set(pairs)
+
+
 def list_members(db: Db, workspace_id: str) -> list[Member]:
     """Every member of the workspace (removed ones too, with their status), by name."""
     rows = db.all(

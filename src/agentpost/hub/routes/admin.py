@@ -126,6 +126,7 @@ async def reissue_token(request: Request) -> Response:
         if m.status != "active":
             raise auth.removed(m.name, m.kind)
         members.replace_tokens(tx, m.id, token_hash(token))
+        tx.notify(auth.FORGET + m.id)  # every process's cache drops the old token
         return m
 
     m = await hub.engine.write(reissue)
@@ -157,6 +158,7 @@ async def remove_member(request: Request) -> Response:
         # Its streams and long polls wake, see the removal and end now, not at the next event.
         for key in [inbox_key(m.id), *(room_key(r.id) for r in its_rooms)]:
             tx.notify(key)
+        tx.notify(auth.FORGET + m.id)  # every process's token cache drops it
         return m
 
     m = await hub.engine.write(remove)

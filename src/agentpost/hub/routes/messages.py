@@ -25,7 +25,7 @@ from agentpost.hub.submit import submit
 from agentpost.store import media
 from agentpost.store.batch import AsData
 from agentpost.store.engine import Db, Tx
-from agentpost.store.models import MediaRow
+from agentpost.store.models import MediaRow, Member
 
 MESSAGES_ROUTE = "POST /v1/rooms/{room}/messages"
 MEDIA_ROUTE = "POST /v1/rooms/{room}/media"
@@ -100,8 +100,32 @@ async def message_post(
     fence_header: str | None = None,
 ) -> Response:
     """POST /v1/rooms/{room}/messages from its parts, for the Starlette route and the thin
-    ASGI path alike (hub/routes/thin.py): auth, key, body (read only then), post."""
-    member = await auth.member_of(authorization, hub)
+    ASGI path alike (hub/routes/thin.py): auth, key, body (read only then), post.
+
+    On a shared database the member may come from a hint (hub/auth.py `TokenCache`): the
+    write checks it again, and any answer the write did not make now (a replay, a refusal)
+    is given only after the token is read afresh, so a removed member is refused at once."""
+    member, hinted = await auth.poster_of(authorization, hub)
+    try:
+        ans = await _message_answer(hub, room_id, member, hinted, key_header, body_of, fence_header)
+    except AgentpostError:
+        if hinted is not None:
+            await auth.member_by_hash(hinted, hub)  # a removal or a bad token says so first
+        raise
+    if hinted is not None and (ans.idempotency_status != idempotency.CREATED or ans.status >= 300):
+        await auth.member_by_hash(hinted, hub)
+    return answer_response(ans, key_header is not None)
+
+
+async def _message_answer(
+    hub: Hub,
+    room_id: str,
+    member: Member,
+    hinted: str | None,
+    key_header: str | None,
+    body_of: Callable[[int], Awaitable[bytes]],
+    fence_header: str | None,
+) -> Answer:
     key = idempotency.check_key(key_header)
     fence = leases.fence_header(fence_header)
     body = decode_json(await body_of(hub.config.max_json_bytes), MessageIn)
@@ -127,10 +151,13 @@ async def message_post(
     # Without a model to ask (an llm room then stops, see routing.router), or for an agent,
     # there is nothing to prepare.
     prepare = ask_router if settings is not None and member.kind == "human" else None
+    if prepare is not None and hinted is not None:
+        member = await auth.member_by_hash(hinted, hub)  # known before a model is asked
+        hinted = None
 
     def create(tx: Tx) -> Created:
         return posting.create_message(
-            tx, room_id, member, normalized, asked.get("choice"), fence=fence
+            tx, room_id, member, normalized, asked.get("choice"), fence=fence, token=hinted
         )
 
     # A plain keyed post may be written with the batch's other plain posts (issue 14); the
@@ -139,10 +166,10 @@ async def message_post(
     as_data = None
     if key is not None and fp is not None and fence is None and posting.is_plain(normalized):
         plain = posting.PlainPost(
-            key, fp, room_id, member, normalized["text"], normalized["metadata"]
+            key, fp, room_id, member, normalized["text"], normalized["metadata"], hinted
         )
         as_data = AsData(posting.write_plain, plain)
-    return await _post(hub, MESSAGES_ROUTE, member.id, key, fp, create, prepare, room_id, as_data)
+    return await submit(hub, MESSAGES_ROUTE, member.id, key, fp, create, prepare, room_id, as_data)
 
 
 async def cancel(request: Request) -> Response:
