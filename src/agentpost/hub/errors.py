@@ -61,8 +61,26 @@ def status_of(code: Code) -> int:
     return STATUS.get(code, 500)
 
 
-def json_response(status: int, body: bytes, headers: dict[str, str] | None = None) -> Response:
-    return Response(body, status_code=status, media_type="application/json", headers=headers)
+class JsonResponse(Response):
+    """A JSON answer whose raw headers are built straight away: Starlette's `Response`
+    renders and scans its headers generically, a cost every post pays (issue 29)."""
+
+    media_type = "application/json"
+
+    def __init__(self, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
+        self.status_code = status
+        self.body = body
+        self.background = None
+        raw = [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json")]
+        if headers:
+            raw.extend(
+                (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
+            )
+        self.raw_headers = raw
+
+
+def json_response(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> Response:
+    return JsonResponse(status, body, headers)
 
 
 def error_response(exc: AgentpostError, headers: Mapping[str, str] | None = None) -> Response:

@@ -2,10 +2,53 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class PostCounts:
+    """`agentpost_posts_total` and `agentpost_post_latency_seconds`, counted in plain ints on
+    the event loop (every post is answered there) and turned into Prometheus families only
+    when scraped: a post costs a dict update and a bisect, not the client library's locks
+    per counter and bucket (issue 29)."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[tuple[str, str], int] = {}
+        # route → [count per bucket (the last one is +Inf, not cumulative), sum of seconds]
+        self.latency: dict[str, tuple[list[int], list[float]]] = {}
+
+    def count(self, route: str, outcome: str, seconds: float) -> None:
+        slot = (route, outcome)
+        self.outcomes[slot] = self.outcomes.get(slot, 0) + 1
+        found = self.latency.get(route)
+        if found is None:
+            found = self.latency[route] = ([0] * (len(BUCKETS) + 1), [0.0])
+        found[0][bisect_left(BUCKETS, seconds)] += 1
+        found[1][0] += seconds
+
+    def collect(self) -> Iterator[Metric]:
+        posts = CounterMetricFamily(
+            "agentpost_posts", "Posts answered, by route and outcome", labels=["route", "outcome"]
+        )
+        for (route, outcome), n in sorted(self.outcomes.items()):
+            posts.add_metric([route, outcome], n)
+        yield posts
+        latency = HistogramMetricFamily(
+            "agentpost_post_latency_seconds", "Time to answer a post", labels=["route"]
+        )
+        for route, (counts, total) in sorted(self.latency.items()):
+            cumulative, running = [], 0
+            for bound, n in zip([*map(str, BUCKETS), "+Inf"], counts, strict=True):
+                running += n
+                cumulative.append((bound, running))
+            latency.add_metric([route], cumulative, sum_value=total[0])
+        yield latency
 
 
 class HubMetrics:
@@ -13,12 +56,8 @@ class HubMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.posts = Counter(
-            "agentpost_posts",
-            "Posts answered, by route and outcome",
-            ["route", "outcome"],
-            registry=self.registry,
-        )
+        self.posts = PostCounts()
+        self.registry.register(self.posts)
         self.replays = Counter(
             "agentpost_idempotent_replays",
             "Keyed requests answered from the stored response",
@@ -28,13 +67,6 @@ class HubMetrics:
             "agentpost_idempotency_conflicts",
             "Keyed requests refused: same key, other request",
             registry=self.registry,
-        )
-        self.latency = Histogram(
-            "agentpost_post_latency_seconds",
-            "Time to answer a post",
-            ["route"],
-            registry=self.registry,
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
         )
         self.open_streams = Gauge(
             "agentpost_open_streams",
@@ -47,8 +79,6 @@ class HubMetrics:
             "HTTP requests being handled now",
             registry=self.registry,
         )
-        self._posts: dict[tuple[str, str], Counter] = {}
-        self._latency: dict[str, Histogram] = {}
         self.keys_swept = Counter(
             "agentpost_idempotency_keys_swept",
             "Expired idempotency records deleted",
@@ -56,15 +86,8 @@ class HubMetrics:
         )
 
     def count_post(self, route: str, outcome: str, seconds: float) -> None:
-        """Count one answered post; label children are cached (this is the hot path)."""
-        child = self._posts.get((route, outcome))
-        if child is None:
-            child = self._posts[(route, outcome)] = self.posts.labels(route, outcome)
-        child.inc()
-        timer = self._latency.get(route)
-        if timer is None:
-            timer = self._latency[route] = self.latency.labels(route)
-        timer.observe(seconds)
+        """Count one answered post (this is the hot path)."""
+        self.posts.count(route, outcome, seconds)
 
     def watch_in_flight(self, count: Callable[[], int]) -> None:
         """Report how many keyed writes are waiting for their transaction."""
