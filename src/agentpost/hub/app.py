@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentpost.core.errors import AgentpostError, Code
 from agentpost.core.ids import new_token, token_hash
+from agentpost.hub.a2a import routes as a2a_routes
 from agentpost.hub.ag2 import routes as ag2_routes
 from agentpost.hub.auth import FORGET, TokenCache
 from agentpost.hub.blobs import BlobStore
@@ -279,7 +280,11 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
     # The AG2 relay profile is a foreign wire (§13): mounted beside ours, not in ROUTES, so
     # it is no part of our OpenAPI document (docs/ag2.md documents it).
     return HubApp(
-        routes=[*ROUTES, Mount(ag2_routes.PREFIX, routes=ag2_routes.ROUTES)],
+        routes=[
+            *ROUTES,
+            Mount(ag2_routes.PREFIX, routes=ag2_routes.ROUTES),
+            Mount(a2a_routes.PREFIX, routes=a2a_routes.ROUTES),
+        ],
         lifespan=lifespan,
         middleware=[Middleware(_Edge)],
         exception_handlers={

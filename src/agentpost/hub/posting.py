@@ -72,13 +72,18 @@ def append_event(
     reply_kind: str | None,
     seq: int,
     router_choice: str | None = None,
+    delegate: bool = False,
 ) -> tuple[Event, bytes]:
     """Route, take the next seq, store the event and its inbox rows; wake after commit."""
     # The room's row lock is held already (sendable_room took the seq); routing may lock
     # E1 of a receipt after it: one lock order in every job, so writers cannot deadlock (§8).
     event_id = new_id("ev")
     decision = routing.route(
-        tx, room, sender, routing.Message(event_id, text, in_reply_to, reply_kind), router_choice
+        tx,
+        room,
+        sender,
+        routing.Message(event_id, text, in_reply_to, reply_kind, delegate),
+        router_choice,
     )
     for m in decision.joins:
         rooms.add_participant(tx, room.id, m.id)
@@ -155,6 +160,7 @@ def create_message(
     router_choice: str | None = None,
     fence: int | None = None,
     token: str | None = None,
+    delegate: bool = False,
 ) -> Created:
     room, seq = sendable_room(tx, room_id, sender, fence, token)
     refuse_secrets(room, normalized["text"])
@@ -187,6 +193,7 @@ def create_message(
         reply_kind=normalized["reply_kind"],
         seq=seq,
         router_choice=router_choice,
+        delegate=delegate,
     )
     return Created(201, b'{"event":' + body + b"}", room.id, ev.id)
 

@@ -33,6 +33,7 @@ log = logging.getLogger("agentpost.hub.routing")
 
 # Metadata only the hub writes; stripped from what clients send (§4).
 SERVER_OWNED = (
+    "a2a",  # the A2A call an event is (hub/a2a): its agent and messageId
     "delegated_by",
     "delegated_to",
     "receipt_from",
@@ -70,6 +71,9 @@ class Message:
     text: str
     in_reply_to: str | None
     reply_kind: str | None
+    # An A2A `SendMessage` (hub/a2a): a delegation to the agents it names, whoever sends it,
+    # so a person's call is marked too and its answer is a receipt (§14).
+    delegate: bool = False
 
 
 def strip_server_owned(metadata: dict[str, Any], worker: bool = False) -> dict[str, Any]:
@@ -140,7 +144,10 @@ def _decide(
         decision = fences.fence_depth(tx, room, sender, msg, decision)
         decision = answers.tell_asker(tx, room, sender, msg, decision)
         return fences.fence_budget(tx, room, sender, msg, decision)
-    return _from_human(tx, room, sender, mentioned, router_choice)
+    decision = _from_human(tx, room, sender, mentioned, router_choice)
+    if msg.delegate:
+        decision.marks = {**decision.marks, **delegation_marks(sender, decision.targets)}
+    return decision
 
 
 def is_stop(text: str) -> bool:

@@ -1,0 +1,297 @@
+"""Every agent member as an A2A agent (DESIGN.md §14, docs/a2a.md), mounted under `/a2a`:
+its Agent Card at `/a2a/{ws}/{agent}/.well-known/agent-card.json` and the JSON-RPC binding
+of A2A 1.0 at `/a2a/{ws}/{agent}`, bearer = the caller's member token.
+
+`SendMessage` posts a delegation to the agent as the caller, through the hub's key rules:
+`messageId` is the Idempotency-Key (per caller), so a retry is the same task and the same
+id with another message is refused. The task is the delegation event; its state is read
+from delivery state and the receipt (tasks.py)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from agentpost.core.errors import AgentpostError, Code, RequestError
+from agentpost.hub import auth, idempotency, posting, routing
+from agentpost.hub.a2a import tasks, wire
+from agentpost.hub.decode import read_body
+from agentpost.hub.errors import json_response
+from agentpost.hub.idempotency import Created
+from agentpost.hub.notify import room_key, wait
+from agentpost.hub.state import Hub, hub_of
+from agentpost.hub.submit import submit
+from agentpost.store.engine import Db, Tx
+from agentpost.store.models import Member
+
+PREFIX = "/a2a"
+SEND_ROUTE = "A2A SendMessage"
+CANCEL_ROUTE = "A2A CancelTask"
+# How often a task stream reads its task again without a wake-up (a receipt wakes it at
+# once; being read or acknowledged by the agent's Worker does not).
+POLL_SECONDS = 1.0
+
+_encode = msgspec.json.encode
+log = logging.getLogger("agentpost.hub.a2a")
+
+
+def _base(request: Request) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+async def _caller_and_agent(request: Request, hub: Hub) -> tuple[Member, Member]:
+    """The caller (any member of the workspace, by its token) and the agent it calls."""
+    caller = await auth.member(request, hub)
+    ws, name = request.path_params["ws"], request.path_params["agent"]
+    if ws != caller.workspace_name:
+        raise RequestError(Code.MEMBER_NOT_FOUND, f"no agent {name!r} in this workspace")
+    agent = await hub.engine.read(lambda db: tasks.agent_named(db, caller, name))
+    return caller, agent
+
+
+async def agent_card(request: Request) -> Response:
+    hub = hub_of(request)
+    caller, agent = await _caller_and_agent(request, hub)
+    skill = {
+        "id": "delegate",
+        "name": f"Delegate to {agent.name}",
+        "description": f"A task for the agent member {agent.name!r}, answered by its receipt",
+        "tags": ["agentpost"],
+    }
+    description = (
+        f"The agent member {agent.name!r} of the agentpost workspace {caller.workspace_name!r}"
+    )
+    body = wire.card(_base(request), caller.workspace_name, agent.name, description, [skill])
+    return json_response(200, _encode(body))
+
+
+async def rpc(request: Request) -> Response:
+    hub = hub_of(request)
+    caller, agent = await _caller_and_agent(request, hub)
+    raw = await read_body(request, hub.config.max_json_bytes)
+    try:
+        req = msgspec.json.decode(raw, type=wire.Request)
+    except msgspec.ValidationError as exc:
+        bad = wire.RpcError(
+            wire.INVALID_REQUEST, f"not a JSON-RPC request: {exc}", "invalid_request"
+        )
+        return _answer(wire.error(None, bad))
+    except msgspec.DecodeError as exc:
+        bad = wire.RpcError(wire.PARSE_ERROR, f"malformed JSON: {exc}", "invalid_request")
+        return _answer(wire.error(None, bad))
+    call = _Call(hub, caller, agent, _base(request), req.id)
+    try:
+        if req.jsonrpc != "2.0":
+            raise wire.RpcError(wire.INVALID_REQUEST, 'jsonrpc must be "2.0"', "invalid_request")
+        method = _METHODS.get(req.method)
+        if method is None:
+            if req.method in _PUSH_METHODS:
+                raise wire.RpcError(
+                    wire.PUSH_NOT_SUPPORTED,
+                    "push notifications are not offered by this hub yet (the card says so)",
+                    "push_not_supported",
+                )
+            raise wire.RpcError(
+                wire.METHOD_NOT_FOUND, f"no method {req.method!r}", "method_not_found"
+            )
+        return await method(call, req.params)
+    except wire.RpcError as exc:
+        return _answer(wire.error(req.id, exc))
+    except AgentpostError as exc:
+        if exc.code in (Code.UNAUTHORIZED, Code.MEMBER_REMOVED, Code.AGENT_REMOVED):
+            raise  # the hub's own 401/403: the caller cannot go on
+        return _answer(wire.error(req.id, _rpc_error(exc)))
+
+
+def _rpc_error(exc: AgentpostError) -> wire.RpcError:
+    """A hub refusal as a JSON-RPC error that keeps the hub's code and message."""
+    code = {
+        Code.IDEMPOTENCY_CONFLICT: wire.INVALID_PARAMS,
+        Code.INVALID_REQUEST: wire.INVALID_PARAMS,
+        Code.STORAGE_UNAVAILABLE: wire.INTERNAL_ERROR,
+        Code.IDEMPOTENCY_IN_FLIGHT: wire.INTERNAL_ERROR,
+    }.get(exc.code, wire.INVALID_REQUEST)
+    return wire.RpcError(code, exc.message, str(exc.code))
+
+
+def _answer(payload: dict[str, Any]) -> Response:
+    return json_response(200, _encode(payload))
+
+
+class _Call:
+    def __init__(
+        self, hub: Hub, caller: Member, agent: Member, base: str, rpc_id: str | int | None
+    ) -> None:
+        self.hub, self.caller, self.agent, self.base, self.rpc_id = hub, caller, agent, base, rpc_id
+
+    async def task(self, task_id: str) -> dict[str, Any]:
+        caller, agent, base = self.caller, self.agent, self.base
+
+        def read(db: Db) -> dict[str, Any]:
+            auth.still_active(db, caller)
+            return tasks.task(db, caller, agent, task_id, base)
+
+        return await self.hub.engine.read(read)
+
+    async def send(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Post the call (or find the one a retry repeats); its task as it is now."""
+        sent = wire.params(params, wire.SendIn)
+        message = sent.message
+        if message.task_id:
+            raise wire.RpcError(
+                wire.UNSUPPORTED_OPERATION,
+                "continuing a task (taskId) is not supported: send a new message with the"
+                " task's contextId",
+                "unsupported_operation",
+            )
+        key = wire.key_of(message.message_id)
+        text, data = wire.text_of(message)
+        caller, agent = self.caller, self.agent
+        a2a: dict[str, Any] = {"agent": agent.name, "message_id": message.message_id}
+        if data:
+            a2a["data"] = data
+        normalized: dict[str, Any] = {
+            "text": f"@{agent.name} {text}" if text else f"@{agent.name}",
+            "metadata": {**routing.strip_server_owned(message.metadata), "a2a": a2a},
+            "in_reply_to": None,
+            "reply_kind": None,
+            "attachments": [],
+        }
+        where = message.context_id or tasks.direct_name(caller, agent)
+        fp = idempotency.fingerprint(SEND_ROUTE, where, normalized)
+
+        def create(tx: Tx) -> Created:
+            room = tasks.room_for(tx, caller, agent, message.context_id)
+            return posting.create_message(tx, room.id, caller, normalized, delegate=True)
+
+        ans = await submit(self.hub, SEND_ROUTE, caller.id, key, fp, create, None, where)
+        if ans.status >= 300:  # a recorded refusal (the room's sensitive-data filter)
+            found = msgspec.json.decode(ans.body)["error"]
+            raise wire.RpcError(wire.INVALID_PARAMS, found["message"], str(found["code"]))
+        return await self.task(tasks.event_of(ans.body).id)
+
+    async def cancel(self, task_id: str) -> dict[str, Any]:
+        """Ask the agent's Worker to stop (`/stop @agent` in the task's room, as the room's
+        cancel does); the task turns CANCELED when its Worker's receipt says so."""
+        now = await self.task(task_id)
+        if now["status"]["state"] in wire.TERMINAL:
+            raise wire.RpcError(
+                wire.TASK_NOT_CANCELABLE,
+                f"the task is {now['status']['state']}: nothing to cancel",
+                "task_not_cancelable",
+            )
+        caller, room_id = self.caller, now["contextId"]
+        normalized: dict[str, Any] = {
+            "text": f"{routing.STOP} @{self.agent.name}",
+            "metadata": {},
+            "in_reply_to": None,
+            "reply_kind": None,
+            "attachments": [],
+        }
+
+        def create(tx: Tx) -> Created:
+            return posting.create_message(tx, room_id, caller, normalized)
+
+        await submit(self.hub, CANCEL_ROUTE, caller.id, None, None, create, None, room_id)
+        return await self.task(task_id)
+
+    def stream(self, first: dict[str, Any]) -> Response:
+        """The task's updates over SSE until it ends or is interrupted (INPUT_REQUIRED): the
+        Task first, then a status update at each change, the result as an artifact update."""
+        return StreamingResponse(self._frames(first), media_type="text/event-stream")
+
+    async def _frames(self, first: dict[str, Any]) -> AsyncIterator[bytes]:
+        hub, task_id, room = self.hub, first["id"], first["contextId"]
+        yield self._frame(0, {"task": first})
+        state, n = first["status"]["state"], 0
+        while state not in wire.TERMINAL and state != wire.INPUT_REQUIRED:
+            woken = hub.notifier.event(room_key(room))
+            try:
+                now = await self.task(task_id)
+            except AgentpostError as exc:  # the caller was removed meanwhile
+                yield self._frame(
+                    n + 1, None, wire.RpcError(wire.INVALID_REQUEST, exc.message, str(exc.code))
+                )
+                return
+            if now["status"]["state"] != state:
+                state, n = now["status"]["state"], n + 1
+                for artifact in now["artifacts"]:
+                    n += 1
+                    yield self._frame(
+                        n,
+                        {
+                            "artifactUpdate": {
+                                "taskId": task_id,
+                                "contextId": room,
+                                "artifact": artifact,
+                                "lastChunk": True,
+                            }
+                        },
+                    )
+                yield self._frame(
+                    n,
+                    {
+                        "statusUpdate": {
+                            "taskId": task_id,
+                            "contextId": room,
+                            "status": now["status"],
+                        }
+                    },
+                )
+                continue
+            if hub.notifier.closed:
+                return
+            await wait(woken, POLL_SECONDS)
+
+    def _frame(self, n: int, result: Any, exc: wire.RpcError | None = None) -> bytes:
+        body = wire.error(self.rpc_id, exc) if exc else wire.ok(self.rpc_id, result)
+        return b"id: %d\ndata: " % n + _encode(body) + b"\n\n"
+
+
+async def _send(call: _Call, params: dict[str, Any]) -> Response:
+    return _answer(wire.ok(call.rpc_id, {"task": await call.send(params)}))
+
+
+async def _send_streaming(call: _Call, params: dict[str, Any]) -> Response:
+    return call.stream(await call.send(params))
+
+
+async def _get(call: _Call, params: dict[str, Any]) -> Response:
+    found = wire.params(params, wire.TaskIdIn)
+    return _answer(wire.ok(call.rpc_id, await call.task(found.id)))
+
+
+async def _cancel(call: _Call, params: dict[str, Any]) -> Response:
+    found = wire.params(params, wire.TaskIdIn)
+    return _answer(wire.ok(call.rpc_id, await call.cancel(found.id)))
+
+
+async def _subscribe(call: _Call, params: dict[str, Any]) -> Response:
+    found = wire.params(params, wire.TaskIdIn)
+    return call.stream(await call.task(found.id))
+
+
+_METHODS = {
+    "SendMessage": _send,
+    "SendStreamingMessage": _send_streaming,
+    "GetTask": _get,
+    "CancelTask": _cancel,
+    "SubscribeToTask": _subscribe,
+}
+_PUSH_METHODS = (
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+)
+
+ROUTES = [
+    Route("/{ws}/{agent}/.well-known/agent-card.json", agent_card, methods=["GET"]),
+    Route("/{ws}/{agent}", rpc, methods=["POST"]),
+]

@@ -1,0 +1,205 @@
+"""The A2A 1.x wire (protocol `1.0`, the JSON-RPC binding): what comes in, checked, and the
+JSON shapes that go out (the proto's JSON form: camelCase names, enum names as strings,
+timestamps as RFC 3339). DESIGN.md §14, docs/a2a.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from agentpost.core.ids import IDEMPOTENCY_KEY
+
+PROTOCOL_VERSION = "1.0"
+BINDING = "JSONRPC"
+
+# Task states (a2a.proto TaskState) and roles.
+SUBMITTED = "TASK_STATE_SUBMITTED"
+WORKING = "TASK_STATE_WORKING"
+COMPLETED = "TASK_STATE_COMPLETED"
+FAILED = "TASK_STATE_FAILED"
+CANCELED = "TASK_STATE_CANCELED"
+INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
+REJECTED = "TASK_STATE_REJECTED"
+TERMINAL = (COMPLETED, FAILED, CANCELED, REJECTED)
+ROLE_USER = "ROLE_USER"
+ROLE_AGENT = "ROLE_AGENT"
+
+# JSON-RPC error codes (JSON-RPC 2.0, and a2a's own, a2a/utils/errors.py of the SDK).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+TASK_NOT_FOUND = -32001
+TASK_NOT_CANCELABLE = -32002
+PUSH_NOT_SUPPORTED = -32003
+UNSUPPORTED_OPERATION = -32004
+CONTENT_TYPE_NOT_SUPPORTED = -32005
+
+_ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answer: its A2A code, and the hub's stable `code` (`reason`) both
+    leading the message and as an ErrorInfo in `data` (where the SDK's client looks)."""
+
+    def __init__(self, code: int, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason
+
+    def body(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "@type": _ERROR_INFO,
+            "reason": self.reason.upper(),
+            "domain": "agentpost",
+            "metadata": {"code": self.reason},
+        }
+        return {"code": self.code, "message": f"{self.reason}: {self.message}", "data": [info]}
+
+
+class Request(msgspec.Struct):
+    """A JSON-RPC 2.0 request."""
+
+    jsonrpc: str
+    method: str
+    id: str | int | None = None
+    params: dict[str, Any] = {}
+
+
+class PartIn(msgspec.Struct, rename="camel"):
+    text: str | None = None
+    raw: str | None = None
+    url: str | None = None
+    data: Any = None
+    filename: str = ""
+    media_type: str = ""
+    metadata: dict[str, Any] = {}
+
+
+class MessageIn(msgspec.Struct, rename="camel"):
+    message_id: str
+    parts: list[PartIn]
+    role: str = ROLE_USER
+    context_id: str = ""
+    task_id: str = ""
+    metadata: dict[str, Any] = {}
+    extensions: list[str] = []
+    reference_task_ids: list[str] = []
+
+
+class SendIn(msgspec.Struct, rename="camel"):
+    message: MessageIn
+    configuration: dict[str, Any] = {}
+    metadata: dict[str, Any] = {}
+    tenant: str = ""
+
+
+class TaskIdIn(msgspec.Struct, rename="camel"):
+    id: str
+    history_length: int | None = None
+    metadata: dict[str, Any] = {}
+    tenant: str = ""
+
+
+def params(raw: dict[str, Any], shape: type[Any]) -> Any:
+    """The params of a call as `shape`, or InvalidParams naming what is wrong."""
+    try:
+        return msgspec.convert(raw, shape)
+    except msgspec.ValidationError as exc:
+        raise RpcError(INVALID_PARAMS, f"invalid params: {exc}", "invalid_request") from None
+
+
+def key_of(message_id: str) -> str:
+    """The Idempotency-Key of a `SendMessage`: its `messageId`, scoped per caller by the
+    hub's key rules (keys are per member)."""
+    key = "a2a:" + message_id
+    if not IDEMPOTENCY_KEY.fullmatch(key):
+        raise RpcError(
+            INVALID_PARAMS,
+            "messageId must be 1-251 visible ASCII characters (it is the Idempotency-Key)",
+            "invalid_idempotency_key",
+        )
+    return key
+
+
+def text_of(message: MessageIn) -> tuple[str, list[Any]]:
+    """The text of a message's text parts (joined by blank lines) and its data parts. A file
+    part (`raw` or `url`) is refused: upload the file to the room (`POST /v1/rooms/{room}/
+    media`) and name it in the text instead (docs/a2a.md)."""
+    texts: list[str] = []
+    data: list[Any] = []
+    for part in message.parts:
+        if part.raw is not None or part.url is not None:
+            raise RpcError(
+                CONTENT_TYPE_NOT_SUPPORTED,
+                "file parts are not taken by SendMessage yet: upload the file to the room"
+                " (POST /v1/rooms/{room}/media) and name it in a text part",
+                "unsupported_part",
+            )
+        if part.text is not None:
+            texts.append(part.text)
+        elif part.data is not None:
+            data.append(part.data)
+    if not texts and not data:
+        raise RpcError(INVALID_PARAMS, "the message has no text or data part", "invalid_request")
+    return "\n\n".join(texts), data
+
+
+def ok(rpc_id: str | int | None, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rpc_id, "result": result}
+
+
+def error(rpc_id: str | int | None, exc: RpcError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rpc_id, "error": exc.body()}
+
+
+def agent_message(
+    message_id: str, task_id: str, context_id: str, parts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "messageId": message_id,
+        "taskId": task_id,
+        "contextId": context_id,
+        "role": ROLE_AGENT,
+        "parts": parts,
+    }
+
+
+def text_part(text: str) -> dict[str, Any]:
+    return {"text": text}
+
+
+def file_part(url: str, filename: str, media_type: str) -> dict[str, Any]:
+    return {"url": url, "filename": filename, "mediaType": media_type}
+
+
+def card(
+    base_url: str, workspace: str, name: str, description: str, skills: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The Agent Card of an agent member (AgentCard, a2a.proto)."""
+    url = f"{base_url}/a2a/{workspace}/{name}"
+    return {
+        "name": name,
+        "description": description,
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": BINDING, "protocolVersion": PROTOCOL_VERSION}
+        ],
+        "provider": {"organization": "agentpost", "url": base_url},
+        "version": PROTOCOL_VERSION,
+        "capabilities": {"streaming": True, "pushNotifications": False},
+        "securitySchemes": {
+            "bearer": {
+                "httpAuthSecurityScheme": {
+                    "scheme": "Bearer",
+                    "description": "a member token of the agent's workspace (the caller's own)",
+                }
+            }
+        },
+        "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
+        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": skills,
+    }
