@@ -109,7 +109,7 @@ def test_the_card_names_the_json_rpc_interface_and_bearer(a2a: Setup) -> None:
         "1.0",
     )
     assert "bearer" in got.security_schemes
-    assert got.capabilities.streaming and not got.capabilities.push_notifications
+    assert got.capabilities.streaming and got.capabilities.push_notifications
     with httpx.Client(base_url=a2a.hub.url) as anon:
         r = anon.get("/a2a/acme/bot/.well-known/agent-card.json")
         assert (r.status_code, r.json()["error"]["code"]) == (401, "unauthorized")
@@ -321,8 +321,8 @@ def test_a_named_context_must_be_a_room_both_are_in(a2a: Setup) -> None:
         ),
         (
             b'{"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig",'
-            b' "params": {}}',
-            -32003,
+            b' "params": {"taskId": "ev_nosuch", "url": "http://127.0.0.1:9/"}}',
+            -32001,
         ),
     ],
 )

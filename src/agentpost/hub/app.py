@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentpost.core.errors import AgentpostError, Code
 from agentpost.core.ids import new_token, token_hash
+from agentpost.hub.a2a import push as a2a_push
 from agentpost.hub.a2a import routes as a2a_routes
 from agentpost.hub.ag2 import routes as ag2_routes
 from agentpost.hub.auth import FORGET, TokenCache
@@ -263,10 +264,11 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
         app.state.hub = hub
         sweeper = asyncio.create_task(_sweeper(hub))
         flusher = asyncio.create_task(hub.presence.run())
+        pusher = asyncio.create_task(a2a_push.run(hub))
         try:
             yield
         finally:
-            for task in (sweeper, flusher):
+            for task in (sweeper, flusher, pusher):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from agentpost.core.clock import now_ms
 from agentpost.core.errors import AgentpostError, Code, RequestError
 from agentpost.hub import auth, idempotency, posting, routing
 from agentpost.hub.a2a import tasks, wire
@@ -27,6 +28,8 @@ from agentpost.hub.idempotency import Created
 from agentpost.hub.notify import room_key, wait
 from agentpost.hub.state import Hub, hub_of
 from agentpost.hub.submit import submit
+from agentpost.store import a2a
+from agentpost.store.a2a import PushConfig
 from agentpost.store.engine import Db, Tx
 from agentpost.store.models import Member
 
@@ -91,12 +94,6 @@ async def rpc(request: Request) -> Response:
             raise wire.RpcError(wire.INVALID_REQUEST, 'jsonrpc must be "2.0"', "invalid_request")
         method = _METHODS.get(req.method)
         if method is None:
-            if req.method in _PUSH_METHODS:
-                raise wire.RpcError(
-                    wire.PUSH_NOT_SUPPORTED,
-                    "push notifications are not offered by this hub yet (the card says so)",
-                    "push_not_supported",
-                )
             raise wire.RpcError(
                 wire.METHOD_NOT_FOUND, f"no method {req.method!r}", "method_not_found"
             )
@@ -174,7 +171,34 @@ class _Call:
         if ans.status >= 300:  # a recorded refusal (the room's sensitive-data filter)
             found = msgspec.json.decode(ans.body)["error"]
             raise wire.RpcError(wire.INVALID_PARAMS, found["message"], str(found["code"]))
-        return await self.task(tasks.event_of(ans.body).id)
+        task_id = tasks.event_of(ans.body).id
+        push = sent.configuration.get("taskPushNotificationConfig")
+        if isinstance(push, dict):  # set again on a retry: the same config, replaced
+            await self.set_push({**push, "taskId": task_id})
+        return await self.task(task_id)
+
+    async def set_push(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Create (or replace, by id) a push config of one of the caller's tasks."""
+        got = wire.params(params, wire.PushConfigIn)
+        await self.task(got.task_id)  # the caller's task, or TaskNotFound
+        auth = got.authentication or wire.AuthIn()
+        cfg = PushConfig(
+            task_id=got.task_id,
+            id=got.id or "default",
+            member_id=self.caller.id,
+            url=wire.push_url(got.url),
+            token=got.token,
+            auth_scheme=auth.scheme,
+            auth_credentials=auth.credentials,
+            base_url=self.base,
+            created_at=now_ms(),
+        )
+        await self.hub.engine.write(lambda tx: a2a.put_config(tx, cfg), got.task_id)
+        return _push_out(cfg)
+
+    async def push_configs(self, task_id: str) -> list[PushConfig]:
+        await self.task(task_id)
+        return await self.hub.engine.read(lambda db: a2a.configs(db, task_id))
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
         """Ask the agent's Worker to stop (`/stop @agent` in the task's room, as the room's
@@ -207,51 +231,77 @@ class _Call:
         return StreamingResponse(self._frames(first), media_type="text/event-stream")
 
     async def _frames(self, first: dict[str, Any]) -> AsyncIterator[bytes]:
+        """SSE frames, each with an id of its own (a count from 0, the Task)."""
         hub, task_id, room = self.hub, first["id"], first["contextId"]
-        yield self._frame(0, {"task": first})
-        state, n = first["status"]["state"], 0
+        n = 0
+        yield self._frame(n, {"task": first})
+        state = first["status"]["state"]
         while state not in wire.TERMINAL and state != wire.INPUT_REQUIRED:
             woken = hub.notifier.event(room_key(room))
             try:
                 now = await self.task(task_id)
             except AgentpostError as exc:  # the caller was removed meanwhile
-                yield self._frame(
-                    n + 1, None, wire.RpcError(wire.INVALID_REQUEST, exc.message, str(exc.code))
-                )
+                gone = wire.RpcError(wire.INVALID_REQUEST, exc.message, str(exc.code))
+                yield self._frame(n + 1, None, gone)
                 return
-            if now["status"]["state"] != state:
-                state, n = now["status"]["state"], n + 1
-                for artifact in now["artifacts"]:
-                    n += 1
-                    yield self._frame(
-                        n,
-                        {
-                            "artifactUpdate": {
-                                "taskId": task_id,
-                                "contextId": room,
-                                "artifact": artifact,
-                                "lastChunk": True,
-                            }
-                        },
-                    )
-                yield self._frame(
-                    n,
-                    {
-                        "statusUpdate": {
-                            "taskId": task_id,
-                            "contextId": room,
-                            "status": now["status"],
-                        }
-                    },
-                )
+            if now["status"]["state"] == state:
+                if hub.notifier.closed:
+                    return
+                await wait(woken, POLL_SECONDS)
                 continue
-            if hub.notifier.closed:
-                return
-            await wait(woken, POLL_SECONDS)
+            state = now["status"]["state"]
+            ids = {"taskId": task_id, "contextId": room}
+            for artifact in now["artifacts"]:
+                n += 1
+                update = {**ids, "artifact": artifact, "lastChunk": True}
+                yield self._frame(n, {"artifactUpdate": update})
+            n += 1
+            yield self._frame(n, {"statusUpdate": {**ids, "status": now["status"]}})
 
     def _frame(self, n: int, result: Any, exc: wire.RpcError | None = None) -> bytes:
         body = wire.error(self.rpc_id, exc) if exc else wire.ok(self.rpc_id, result)
         return b"id: %d\ndata: " % n + _encode(body) + b"\n\n"
+
+
+def _push_out(cfg: PushConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {"taskId": cfg.task_id, "id": cfg.id, "url": cfg.url}
+    if cfg.token:
+        out["token"] = cfg.token
+    if cfg.auth_scheme:
+        out["authentication"] = {"scheme": cfg.auth_scheme}  # credentials are not shown
+    return out
+
+
+async def _create_push(call: _Call, params: dict[str, Any]) -> Response:
+    return _answer(wire.ok(call.rpc_id, await call.set_push(params)))
+
+
+async def _get_push(call: _Call, params: dict[str, Any]) -> Response:
+    got = wire.params(params, wire.PushConfigIdIn)
+    found = [c for c in await call.push_configs(got.task_id) if c.id == (got.id or "default")]
+    if not found:
+        raise wire.RpcError(
+            wire.INVALID_PARAMS, f"no push config {got.id!r} on this task", "push_config_not_found"
+        )
+    return _answer(wire.ok(call.rpc_id, _push_out(found[0])))
+
+
+async def _list_push(call: _Call, params: dict[str, Any]) -> Response:
+    got = wire.params(params, wire.PushConfigIdIn)
+    configs = [_push_out(c) for c in await call.push_configs(got.task_id)]
+    return _answer(wire.ok(call.rpc_id, {"configs": configs}))
+
+
+async def _delete_push(call: _Call, params: dict[str, Any]) -> Response:
+    got = wire.params(params, wire.PushConfigIdIn)
+    await call.task(got.task_id)
+    task_id, config_id = got.task_id, got.id or "default"
+    gone = await call.hub.engine.write(lambda tx: a2a.delete_config(tx, task_id, config_id))
+    if not gone:
+        raise wire.RpcError(
+            wire.INVALID_PARAMS, f"no push config {got.id!r} on this task", "push_config_not_found"
+        )
+    return _answer(wire.ok(call.rpc_id, {}))
 
 
 async def _send(call: _Call, params: dict[str, Any]) -> Response:
@@ -283,13 +333,11 @@ _METHODS = {
     "GetTask": _get,
     "CancelTask": _cancel,
     "SubscribeToTask": _subscribe,
+    "CreateTaskPushNotificationConfig": _create_push,
+    "GetTaskPushNotificationConfig": _get_push,
+    "ListTaskPushNotificationConfigs": _list_push,
+    "DeleteTaskPushNotificationConfig": _delete_push,
 }
-_PUSH_METHODS = (
-    "CreateTaskPushNotificationConfig",
-    "GetTaskPushNotificationConfig",
-    "ListTaskPushNotificationConfigs",
-    "DeleteTaskPushNotificationConfig",
-)
 
 ROUTES = [
     Route("/{ws}/{agent}/.well-known/agent-card.json", agent_card, methods=["GET"]),

@@ -9,13 +9,16 @@ from typing import Any
 
 import msgspec
 
+from agentpost.core.clock import now_ms
 from agentpost.core.errors import Code, RequestError
 from agentpost.hub.a2a import wire
 from agentpost.hub.schemas import Event
-from agentpost.store import delivery, events, members, rooms
+from agentpost.store import a2a, delivery, events, members, rooms
 from agentpost.store.engine import Db, Tx
 from agentpost.store.models import Member, Room
 
+PUSH_KEY = "a2a:push"  # the wake-up a queued push notification commits with (push.py)
+PUSH_TTL_MS = 24 * 3600 * 1000  # a notification no 2xx answered in a day is dropped (logged)
 # Replies looked at for the newest `needs_input` of a task (its status message).
 _SCAN = 500
 _STATE_OF_KIND = {"result": wire.COMPLETED, "error": wire.FAILED, "cancelled": wire.CANCELED}
@@ -61,6 +64,22 @@ def room_for(tx: Tx, caller: Member, agent: Member, context_id: str) -> Room:
     for who in (caller, agent):
         rooms.add_participant(tx, room.id, who.id)
     return room
+
+
+def queue_push(tx: Tx, e1: Event, event_id: str) -> None:
+    """In the transaction of `event_id`, a receipt to the delegation `e1`: when `e1` is an
+    A2A task, one push notification per config of it (push.py sends them)."""
+    if "a2a" in e1.metadata and a2a.enqueue(tx, e1.id, event_id, now_ms(), PUSH_TTL_MS):
+        tx.notify(PUSH_KEY)
+
+
+def event_meta(db: Db, task_id: str) -> str | None:
+    """The agent an A2A task was sent to (its event's `a2a` metadata), if it is one."""
+    found = events.by_id(db, task_id)
+    if found is None:
+        return None
+    meta = msgspec.json.decode(found[2], type=Event).metadata.get("a2a")
+    return str(meta["agent"]) if isinstance(meta, dict) and "agent" in meta else None
 
 
 def event_of(body: bytes) -> Event:

@@ -5,6 +5,7 @@ timestamps as RFC 3339). DESIGN.md §14, docs/a2a.md."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -104,6 +105,38 @@ class TaskIdIn(msgspec.Struct, rename="camel"):
     tenant: str = ""
 
 
+class AuthIn(msgspec.Struct, rename="camel"):
+    scheme: str = ""
+    credentials: str = ""
+
+
+class PushConfigIn(msgspec.Struct, rename="camel"):
+    """TaskPushNotificationConfig (a2a.proto)."""
+
+    url: str
+    task_id: str = ""
+    id: str = ""
+    token: str = ""
+    authentication: AuthIn | None = None
+    tenant: str = ""
+
+
+class PushConfigIdIn(msgspec.Struct, rename="camel"):
+    task_id: str
+    id: str = ""
+    tenant: str = ""
+    page_size: int = 0
+    page_token: str = ""
+
+
+def push_url(url: str) -> str:
+    """A receiver's URL: absolute http(s), or InvalidParams."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise RpcError(INVALID_PARAMS, "url must be an absolute http(s) URL", "invalid_request")
+    return url
+
+
 def params(raw: dict[str, Any], shape: type[Any]) -> Any:
     """The params of a call as `shape`, or InvalidParams naming what is wrong."""
     try:
@@ -189,7 +222,7 @@ def card(
         ],
         "provider": {"organization": "agentpost", "url": base_url},
         "version": PROTOCOL_VERSION,
-        "capabilities": {"streaming": True, "pushNotifications": False},
+        "capabilities": {"streaming": True, "pushNotifications": True},
         "securitySchemes": {
             "bearer": {
                 "httpAuthSecurityScheme": {

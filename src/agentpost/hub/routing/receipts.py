@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from agentpost.hub.a2a import tasks as a2a_tasks
 from agentpost.hub.schemas import Event
 from agentpost.store import events, members, receipts, rooms
 from agentpost.store.engine import Tx
@@ -54,11 +55,13 @@ def route_receipt(
         if not receipts.claim_terminal(tx, e1_id, replier.name, event_id):
             return onward, "receipt_duplicate", onward
         _stamp(tx, e1, "receipt_from", lambda old: _append(old, replier.name))
+        a2a_tasks.queue_push(tx, e1, event_id)
         return [delegator, *onward], "receipt", onward
     count = receipts.count_needs_input(tx, e1_id, replier.name, NEEDS_INPUT_LIMIT)
     if count is None:
         return onward, "needs_input_limit", onward
     _stamp(tx, e1, "needs_input_from", lambda old: {**(old or {}), replier.name: count})
+    a2a_tasks.queue_push(tx, e1, event_id)
     return [delegator, *onward], "receipt", onward
 
 

@@ -1,0 +1,146 @@
+"""A2A push notifications that can be trusted (DESIGN.md §14, docs/a2a.md): a receipt's
+transaction writes one notification per push config of its task into a durable outbox
+(store/a2a.py); this sender posts each as `{"task": <Task now>}` (a StreamResponse) until
+a 2xx answers it, with backoff between attempts, until it expires. Every attempt of one
+notification carries the same `X-Agentpost-Notification-Id`, so a receiver that keeps the
+ids it has seen acts once; with a token, `X-Agentpost-Signature` is an HMAC-SHA256 of
+`<id>.<t>.<body>` keyed by that token. Sends run side by side with a timeout each, so a
+dead endpoint never holds up another."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import time
+from functools import partial
+from typing import Any
+
+import msgspec
+
+from agentpost.core.clock import now_ms
+from agentpost.core.errors import AgentpostError
+from agentpost.hub.a2a import tasks, wire
+from agentpost.hub.notify import wait
+from agentpost.hub.state import Hub
+from agentpost.store import a2a, members
+from agentpost.store.a2a import Due, PushConfig
+from agentpost.store.engine import Db, Tx
+
+LEASE_MS = 15_000  # a sender's hold on a notification while it posts it (> the timeout)
+TIMEOUT_SECONDS = 10.0
+BACKOFF_SECONDS = (1, 2, 5, 10, 30, 60, 120, 300)
+BATCH = 32
+MAX_IN_FLIGHT = 256
+ID_HEADER = "X-Agentpost-Notification-Id"
+SIGNATURE_HEADER = "X-Agentpost-Signature"
+TOKEN_HEADER = "X-A2A-Notification-Token"
+
+log = logging.getLogger("agentpost.hub.a2a.push")
+
+
+def signature(token: str, notification_id: str, at: int, body: bytes) -> str:
+    """The `X-Agentpost-Signature` value: `t=<unix seconds>,v1=<hex HMAC-SHA256>` of
+    `<id>.<t>.<body>` keyed by the config's token (docs/a2a.md shows the check)."""
+    signed = f"{notification_id}.{at}.".encode() + body
+    return f"t={at},v1=" + hmac.new(token.encode(), signed, hashlib.sha256).hexdigest()
+
+
+async def run(hub: Hub) -> None:
+    """Send what is due, for as long as the hub runs. Each send is a task of its own: the
+    loop takes more due notifications while slow ones are still posting (each holds its
+    row by a lease longer than its timeout, so no other sender takes it meanwhile)."""
+    inflight: set[asyncio.Task[None]] = set()
+    try:
+        while not hub.notifier.closed:
+            woken = hub.notifier.event(tasks.PUSH_KEY)
+            room = MAX_IN_FLIGHT - len(inflight)
+            try:
+                due: list[Due] = []
+                if room > 0 and await hub.engine.read(lambda db: a2a.any_due(db, now_ms())):
+                    due = await hub.engine.write(partial(_take, limit=min(BATCH, room)))
+                for d in due:
+                    sending = asyncio.create_task(_send_logged(hub, d))
+                    inflight.add(sending)
+                    sending.add_done_callback(inflight.discard)
+                if due:
+                    continue
+            except AgentpostError as exc:
+                log.warning("push outbox not read (%s); trying again", exc.message)
+            except Exception:
+                log.exception("push sender failed; trying again")
+            await wait(woken, 1.0)
+    finally:
+        for sending in inflight:
+            sending.cancel()
+
+
+def _take(tx: Tx, limit: int) -> list[Due]:
+    return a2a.take_due(tx, now_ms(), LEASE_MS, limit)
+
+
+def _task(db: Db, cfg: PushConfig) -> dict[str, Any] | None:
+    caller = members.member_by_id(db, cfg.member_id)
+    if caller is None:
+        return None
+    found = tasks.event_meta(db, cfg.task_id)
+    agent = members.member_by_name(db, caller.workspace_id, found) if found else None
+    if agent is None:
+        return None
+    try:
+        return tasks.task(db, caller, agent, cfg.task_id, cfg.base_url)
+    except wire.RpcError:
+        return None  # the caller left the room: it may no longer see the task
+
+
+async def _send_logged(hub: Hub, due: Due) -> None:
+    try:
+        await _send(hub, due)
+    except Exception:  # its lease runs out and it is sent again: never lost
+        log.exception("push %s not settled; it is due again when its lease ends", due.id)
+
+
+async def _send(hub: Hub, due: Due) -> None:
+    cfg, now = due.config, now_ms()
+    if now > due.expires_at:
+        log.warning("push %s to %s expired after %d attempts", due.id, cfg.url, due.attempts)
+        await hub.engine.write(lambda tx: a2a.sent(tx, due.id))
+        return
+    task = await hub.engine.read(lambda db: _task(db, cfg))
+    if task is None:
+        log.info("push %s dropped: its task is no longer the caller's to see", due.id)
+        await hub.engine.write(lambda tx: a2a.sent(tx, due.id))
+        return
+    body = msgspec.json.encode({"task": task})
+    headers = {"content-type": "application/json", ID_HEADER: due.id}
+    if cfg.token:
+        headers[TOKEN_HEADER] = cfg.token
+        headers[SIGNATURE_HEADER] = signature(cfg.token, due.id, int(time.time()), body)
+    if cfg.auth_scheme:
+        headers["Authorization"] = f"{cfg.auth_scheme} {cfg.auth_credentials}".strip()
+    error = ""
+    try:  # one attempt; whatever goes wrong is retried
+        r = await hub.http.client().post(
+            cfg.url, content=body, headers=headers, timeout=TIMEOUT_SECONDS
+        )
+        if not 200 <= r.status_code < 300:
+            error = f"HTTP {r.status_code}"
+    except Exception as exc:  # noqa: BLE001 - any failure to deliver is retried
+        error = f"{type(exc).__name__}: {exc}"
+    if not error:
+        await hub.engine.write(lambda tx: a2a.sent(tx, due.id))
+        return
+    attempts = due.attempts + 1
+    wait_s = BACKOFF_SECONDS[min(attempts, len(BACKOFF_SECONDS)) - 1]
+    log.info(
+        "push %s to %s failed (%s); attempt %d, next in %d s",
+        due.id,
+        cfg.url,
+        error,
+        attempts,
+        wait_s,
+    )
+    await hub.engine.write(
+        lambda tx: a2a.failed(tx, due.id, attempts, now_ms() + wait_s * 1000, error)
+    )
