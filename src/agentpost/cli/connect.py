@@ -35,6 +35,18 @@ PERMISSION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always"
     help="Required. claude, codex or gemini (their ACP adapters, needs checked at start), or "
     "the ACP agent command, split like a shell would.",
 )
+@click.option(
+    "--a2a",
+    "a2a_url",
+    help="Instead of --agent: a remote A2A agent (its base URL, or its Agent Card's URL); each "
+    "wake-up is one A2A task (docs/a2a.md).",
+)
+@click.option(
+    "--a2a-token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --a2a: a file holding the bearer token the remote A2A agent asks for.",
+)
 @hub_option
 @click.option("--token", envvar=secrets.TOKEN_ENV, default=None, help=secrets.TOKEN_FLAG_HELP)
 @click.option(
@@ -83,6 +95,8 @@ PERMISSION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always"
 def connect(
     ctx: click.Context,
     agent_cmd: str | None,
+    a2a_url: str | None,
+    a2a_token_file: Path | None,
     hub: str,
     token: str | None,
     token_file: Path | None,
@@ -133,11 +147,18 @@ def connect(
         os.environ.pop(name, None)
     if token_file is not None:
         problems += _agent_reaches(token_file, [*(r for r in [repo] if r), *egress_roots])
-    if not agent_cmd:
-        problems.append("--agent is required")
+    if agent_cmd and a2a_url:
+        problems.append("--agent and --a2a name the agent twice: give one")
+    elif not agent_cmd and not a2a_url:
+        problems.append("--agent is required (or --a2a URL for a remote A2A agent)")
+    if a2a_token_file is not None and not a2a_url:
+        problems.append("--a2a-token-file goes with --a2a")
     if repo is None or not repo.is_dir():
         problems.append("--repo must be an existing directory")
     argv: list[str] = []
+    if a2a_url and not agent_cmd:
+        argv, found = _a2a_agent(a2a_url, a2a_token_file, token_file)
+        problems += found
     if agent_cmd:  # a known agent's needs are named here, before the lease or the agent
         command = known_agents.resolve(agent_cmd, os.environ, os.geteuid())
         argv = command.argv
@@ -209,6 +230,24 @@ def _in_background() -> bool:
         return os.isatty(fd) and os.tcgetpgrp(fd) != os.getpgrp()
     except (OSError, ValueError):
         return False
+
+
+def _a2a_agent(
+    url: str, token_file: Path | None, hub_token_file: Path | None
+) -> tuple[list[str], list[str]]:
+    """The agent command of `--a2a` (connect/a2a_agent.py run by this Python), and what is
+    wrong with its arguments, one line each."""
+    problems = []
+    if not url.startswith(("http://", "https://")):
+        problems.append(f"--a2a {url!r} is not an http(s) URL")
+    argv = [sys.executable, "-m", "agentpost.connect.a2a_agent", url]
+    if token_file is not None:
+        if not token_file.is_file():
+            problems.append(f"--a2a-token-file {token_file} is not a file")
+        elif hub_token_file is not None and token_file.resolve() == hub_token_file.resolve():
+            problems.append("--a2a-token-file is the hub token's file: the agent would read it")
+        argv += ["--token-file", str(token_file.resolve())]
+    return argv, problems
 
 
 def _default_workspace(hub: str, token: str, timeout: float, wait: bool = True) -> Path:

@@ -50,6 +50,7 @@ HIDDEN_ENV = (
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+EVENT_META = "agentpost/event_id"  # a prompt's `_meta`: the id of the event that woke it
 
 
 class AgentFailed(Exception):
@@ -461,9 +462,17 @@ class AgentConnection:
             raise SessionFailed("the agent could not open a session: " + self._why("")) from exc
         return str(resp.session_id)
 
-    async def prompt(self, session_id: str, text: str, links: list[PromptLink]) -> PromptEnd:
+    async def prompt(
+        self,
+        session_id: str,
+        text: str,
+        links: list[PromptLink],
+        meta: dict[str, str] | None = None,
+    ) -> PromptEnd:
         """One prompt; its `session/update`s reach `on_update` in order before this returns.
-        `AgentFailed` when the connection ends first; an error answer is `RequestFailed`."""
+        `meta` goes as the request's `_meta` (the waking event's id, which an agent may use
+        to name the work, connect/a2a_agent.py). `AgentFailed` when the connection ends
+        first; an error answer is `RequestFailed`."""
         from acp import RequestError
         from acp.schema import ResourceContentBlock, TextContentBlock
 
@@ -475,7 +484,7 @@ class AgentConnection:
                 )
             )
         try:
-            resp = await self._conn.prompt(session_id=session_id, prompt=blocks)
+            resp = await self._conn.prompt(session_id=session_id, prompt=blocks, **(meta or {}))
         except RequestError as exc:
             # The agent's words stay in the log (redacted): an upstream API error quotes keys.
             log.error("the agent answered the prompt with an error: %s", redact(str(exc))[:500])

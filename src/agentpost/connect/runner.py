@@ -19,6 +19,7 @@ from typing import Any
 from agentpost.client import AsyncHubClient, Event, HubError, HubRefused, InboxItem
 from agentpost.connect import keys, replies, turns
 from agentpost.connect.acp import (
+    EVENT_META,
     AgentBroken,
     AgentFailed,
     PromptLink,
@@ -258,7 +259,8 @@ class TurnRunner:
         try:
             links = await self._attachments(ev, folder)
             text = await self._prompt_text(ev)
-            prompt = asyncio.ensure_future(conn.prompt(session_id, text, links))
+            named = {EVENT_META: ev.id}  # names the work (a remote A2A task's messageId)
+            prompt = asyncio.ensure_future(conn.prompt(session_id, text, links, named))
             cancel_wait = asyncio.ensure_future(running.cancel_event.wait())
             try:
                 done, _ = await asyncio.wait(
