@@ -177,9 +177,10 @@ class A2AAgent:
         if session_id in self.context:
             message["contextId"] = self.context[session_id]
         try:
-            task = await self._task_of(
-                await self.remote.call_until_answered("SendMessage", {"message": message})
-            )
+            # Answered at once (not held open until the task ends): a long task would outlast
+            # any timeout, and a resend after one is a duplicate to a remote that keeps none.
+            sent = {"message": message, "configuration": {"returnImmediately": True}}
+            task = await self._task_of(await self.remote.call_until_answered("SendMessage", sent))
             self.context[session_id] = str(task.get("contextId") or "")
             self.running[session_id] = str(task.get("id") or "")
             task = await self._follow(task, cancelled)
