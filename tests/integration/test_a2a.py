@@ -287,6 +287,24 @@ def test_subscribe_and_cancel(a2a: Setup) -> None:
     run(with_client(a2a.hub, a2a.tokens["alice"], cancel_again))
 
 
+def test_a_file_part_becomes_a_file_of_the_room_attached_to_the_call(a2a: Setup) -> None:
+    req = message("see the file", "file-1")
+    req.message.parts.append(
+        Part(raw=b"col1,col2\n1,2\n", filename="data.csv", media_type="text/csv")
+    )
+
+    async def twice(client: Any) -> tuple[Task, Task]:
+        return await send(client, req), await send(client, req)
+
+    first, again = run(with_client(a2a.hub, a2a.tokens["alice"], twice))
+    assert first.id == again.id
+    (ev,) = room_events(a2a, a2a.tokens["alice"], first.context_id)
+    (att,) = ev["attachments"]
+    assert (att["name"], att["mime_type"], att["size"]) == ("data.csv", "text/csv", 14)
+    with a2a.hub.client(a2a.tokens["bot"]) as bot:  # the agent reads it like any file
+        assert bot.get(f"/v1/media/{att['id']}").content == b"col1,col2\n1,2\n"
+
+
 def test_a_named_context_must_be_a_room_both_are_in(a2a: Setup) -> None:
     async def in_general(client: Any) -> Task:
         return await send(client, message("in the shared room", "g-1", context_id=a2a.room))
@@ -316,8 +334,13 @@ def test_a_named_context_must_be_a_room_both_are_in(a2a: Setup) -> None:
         ),
         (
             b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message":'
-            b' {"messageId": "f-1", "parts": [{"raw": "aGk=", "filename": "a.txt"}]}}}',
+            b' {"messageId": "f-1", "parts": [{"url": "http://127.0.0.1:9/x", "filename": "a"}]}}}',
             -32005,
+        ),
+        (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message":'
+            b' {"messageId": "f-2", "parts": [{"raw": "not base64!", "filename": "a.txt"}]}}}',
+            -32602,
         ),
         (
             b'{"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig",'

@@ -10,6 +10,7 @@ from delivery state and the receipt (tasks.py)."""
 from __future__ import annotations
 
 import logging
+import mimetypes
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,18 +21,20 @@ from starlette.routing import Route
 
 from agentpost.core.clock import now_ms
 from agentpost.core.errors import AgentpostError, Code, RequestError
-from agentpost.hub import auth, idempotency, posting, routing
+from agentpost.core.ids import new_id
+from agentpost.hub import auth, idempotency, mediatypes, posting, routing
 from agentpost.hub.a2a import tasks, wire
 from agentpost.hub.decode import read_body
 from agentpost.hub.errors import json_response
 from agentpost.hub.idempotency import Created
+from agentpost.hub.mediatypes import safe_name
 from agentpost.hub.notify import room_key, wait
 from agentpost.hub.state import Hub, hub_of
 from agentpost.hub.submit import submit
-from agentpost.store import a2a
+from agentpost.store import a2a, media
 from agentpost.store.a2a import PushConfig
 from agentpost.store.engine import Db, Tx
-from agentpost.store.models import Member
+from agentpost.store.models import MediaRow, Member
 
 PREFIX = "/a2a"
 SEND_ROUTE = "A2A SendMessage"
@@ -148,7 +151,7 @@ class _Call:
                 "unsupported_operation",
             )
         key = wire.key_of(message.message_id)
-        text, data = wire.text_of(message)
+        text, data, files = wire.contents_of(message, self.hub.config.max_upload_bytes)
         caller, agent = self.caller, self.agent
         a2a: dict[str, Any] = {"agent": agent.name, "message_id": message.message_id}
         if data:
@@ -161,11 +164,20 @@ class _Call:
             "attachments": [],
         }
         where = message.context_id or tasks.direct_name(caller, agent)
-        fp = idempotency.fingerprint(SEND_ROUTE, where, normalized)
+        stored = [await self._store(f) for f in files]  # content-addressed: a retry is free
+        # The files by content, not by the ids a first try gave them: a retry is the same.
+        described = [(m.sha256, m.name, m.mime_type) for m in stored]
+        fp = idempotency.fingerprint(SEND_ROUTE, where, {**normalized, "files": described})
 
         def create(tx: Tx) -> Created:
             room = tasks.room_for(tx, caller, agent, message.context_id)
-            return posting.create_message(tx, room.id, caller, normalized, delegate=True)
+            ids = []
+            for m in stored:  # the files become media of the room, attached to the call
+                row = msgspec.structs.replace(m, id=new_id("md"), room_id=room.id)
+                media.insert(tx, row)
+                ids.append(row.id)
+            post = {**normalized, "attachments": ids}
+            return posting.create_message(tx, room.id, caller, post, delegate=True)
 
         ans = await submit(self.hub, SEND_ROUTE, caller.id, key, fp, create, None, where)
         if ans.status >= 300:  # a recorded refusal (the room's sensitive-data filter)
@@ -199,6 +211,22 @@ class _Call:
     async def push_configs(self, task_id: str) -> list[PushConfig]:
         await self.task(task_id)
         return await self.hub.engine.read(lambda db: a2a.configs(db, task_id))
+
+    async def _store(self, f: wire.FileIn) -> MediaRow:
+        """A file part's bytes in the blob store; its media row, for a room not known yet."""
+        name = safe_name(f.name)
+        mime = mediatypes.normalized(f.media_type) if f.media_type else None
+        sha256 = await self.hub.blobs.put_bytes(f.data)
+        return MediaRow(
+            id="",
+            room_id="",
+            sha256=sha256,
+            name=name,
+            mime_type=mime or mimetypes.guess_type(name)[0] or mediatypes.DEFAULT,
+            size=len(f.data),
+            uploader=self.caller.name,
+            created_at=now_ms(),
+        )
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
         """Ask the agent's Worker to stop (`/stop @agent` in the task's room, as the room's

@@ -4,6 +4,8 @@ timestamps as RFC 3339). DESIGN.md §14, docs/a2a.md."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -158,27 +160,48 @@ def key_of(message_id: str) -> str:
     return key
 
 
-def text_of(message: MessageIn) -> tuple[str, list[Any]]:
-    """The text of a message's text parts (joined by blank lines) and its data parts. A file
-    part (`raw` or `url`) is refused: upload the file to the room (`POST /v1/rooms/{room}/
-    media`) and name it in the text instead (docs/a2a.md)."""
+class FileIn(msgspec.Struct, frozen=True):
+    """A file part's bytes, decoded, with its name and media type as given."""
+
+    name: str
+    media_type: str
+    data: bytes
+
+
+def contents_of(message: MessageIn, max_bytes: int) -> tuple[str, list[Any], list[FileIn]]:
+    """A message's text parts (joined by blank lines), data parts and file parts. A file
+    goes as bytes (`raw`); a `url` part is refused: the hub fetches nothing a caller names."""
     texts: list[str] = []
     data: list[Any] = []
+    files: list[FileIn] = []
     for part in message.parts:
-        if part.raw is not None or part.url is not None:
+        if part.url is not None:
             raise RpcError(
                 CONTENT_TYPE_NOT_SUPPORTED,
-                "file parts are not taken by SendMessage yet: upload the file to the room"
-                " (POST /v1/rooms/{room}/media) and name it in a text part",
+                "a file part by url is not fetched: send its bytes (raw)",
                 "unsupported_part",
             )
-        if part.text is not None:
+        if part.raw is not None:
+            try:
+                raw = base64.b64decode(part.raw, validate=True)
+            except binascii.Error:
+                raise RpcError(
+                    INVALID_PARAMS, "a file part's raw is not base64", "invalid_request"
+                ) from None
+            if len(raw) > max_bytes:
+                raise RpcError(
+                    INVALID_PARAMS, f"a file part is over {max_bytes} bytes", "payload_too_large"
+                )
+            files.append(FileIn(part.filename or "file", part.media_type, raw))
+        elif part.text is not None:
             texts.append(part.text)
         elif part.data is not None:
             data.append(part.data)
-    if not texts and not data:
-        raise RpcError(INVALID_PARAMS, "the message has no text or data part", "invalid_request")
-    return "\n\n".join(texts), data
+    if not texts and not data and not files:
+        raise RpcError(
+            INVALID_PARAMS, "the message has no text, data or file part", "invalid_request"
+        )
+    return "\n\n".join(texts), data, files
 
 
 def ok(rpc_id: str | int | None, result: Any) -> dict[str, Any]:
