@@ -135,7 +135,9 @@ def test_a_call_is_a_delegation_and_its_task_follows_delivery_and_the_receipt(
     assert ev["targets"] == ["bot"]
     assert ev["metadata"]["delegated_by"] == "alice"
     assert ev["metadata"]["delegated_to"] == ["bot"]
-    assert ev["metadata"]["a2a"] == {"agent": "bot", "message_id": "msg-1"}
+    meta = ev["metadata"]["a2a"]
+    assert (meta["agent"], meta["message_id"]) == ("bot", "msg-1")
+    assert meta["agent_id"].startswith("mb_") and meta["caller_id"].startswith("mb_")
 
     reply = bot_reads_and_answers(a2a, task.id, room, "result", "three points: a, b, c")
 
@@ -317,6 +319,159 @@ def test_a_named_context_must_be_a_room_both_are_in(a2a: Setup) -> None:
             await send(client, message("x", "g-2", context_id="rm_nosuch"))
 
     run(with_client(a2a.hub, a2a.tokens["alice"], nowhere))
+
+
+def test_a_name_taken_again_after_a_hard_removal_finds_nothing_of_the_old_member(
+    a2a: Setup,
+) -> None:
+    async def call(client: Any) -> Task:
+        return await send(client, message("my secret plan", "old-1"))
+
+    old = run(with_client(a2a.hub, a2a.tokens["carol"], call))
+    with a2a.hub.client(a2a.hub.admin_token) as admin:
+        r = admin.delete("/v1/admin/workspaces/acme/members/carol", params={"hard": "true"})
+        assert r.status_code == 200, r.text
+        r = admin.post("/v1/admin/workspaces/acme/members", json={"name": "carol", "kind": "human"})
+        assert r.status_code == 201, r.text
+        new_carol = r.json()["token"]
+
+    async def as_new(client: Any) -> Task:
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id=old.id))
+        return await send(client, message("hello", "new-1"))
+
+    fresh = run(with_client(a2a.hub, new_carol, as_new))
+    assert fresh.context_id != old.context_id
+    with a2a.hub.client(new_carol) as c:
+        assert c.get(f"/v1/rooms/{old.context_id}/events").status_code in (403, 404)
+
+
+def test_a_caller_taken_out_of_the_direct_room_is_refused_not_put_back(a2a: Setup) -> None:
+    async def call(client: Any) -> Task:
+        return await send(client, message("first", "out-1"))
+
+    task = run(with_client(a2a.hub, a2a.tokens["alice"], call))
+    with a2a.hub.client(a2a.tokens["alice"]) as c:  # alice leaves the room herself
+        r = c.delete(f"/v1/rooms/{task.context_id}/participants/alice")
+        assert r.status_code == 200, r.text
+
+    async def again(client: Any) -> None:
+        with pytest.raises(InvalidParamsError, match="channel_membership_required"):
+            await send(client, message("second", "out-2"))
+
+    run(with_client(a2a.hub, a2a.tokens["alice"], again))
+    with a2a.hub.client(a2a.tokens["alice"]) as c:
+        assert c.get(f"/v1/rooms/{task.context_id}/events").status_code in (403, 404)
+
+
+def _push_params(task_id: str, **cfg: Any) -> bytes:
+    params = {"taskId": task_id, "url": "http://127.0.0.1:9/hook", **cfg}
+    body = {"jsonrpc": "2.0", "id": 7, "method": "CreateTaskPushNotificationConfig"}
+    return json.dumps({**body, "params": params}).encode()
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {"url": "http://[::1/"},
+        {"url": " http://127.0.0.1:9/hook"},
+        {"url": "http://127.0.0.1:99999/"},
+        {"url": "http://user:pw@127.0.0.1:9/"},
+        {"url": "http://127.0.0.1/" + "x" * 3000},
+        {"url": "ftp://127.0.0.1/"},
+        {"id": "é"},
+        {"token": "tökén"},
+        {"token": "t" * 600},
+        {"authentication": {"scheme": "Bearer", "credentials": "a\r\nX-Evil: 1"}},
+    ],
+)
+def test_push_configs_the_sender_could_not_use_are_refused(a2a: Setup, cfg: dict) -> None:
+    async def call(client: Any) -> Task:
+        return await send(client, message("push me", "push-bad"))
+
+    task = run(with_client(a2a.hub, a2a.tokens["alice"], call))
+    with a2a.hub.client(a2a.tokens["alice"]) as c:
+        r = c.post(
+            "/a2a/acme/bot",
+            content=_push_params(task.id, **cfg),
+            headers={"content-type": "application/json"},
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["error"]["code"] == -32602, r.text
+        listed = c.post(
+            "/a2a/acme/bot",
+            json={
+                "jsonrpc": "2.0",
+                "id": 8,
+                "method": "ListTaskPushNotificationConfigs",
+                "params": {"taskId": task.id},
+            },
+        )
+    assert listed.json()["result"]["configs"] == []
+
+
+def test_a_task_takes_at_most_ten_push_configs(a2a: Setup) -> None:
+    async def call(client: Any) -> Task:
+        return await send(client, message("many hooks", "push-many"))
+
+    task = run(with_client(a2a.hub, a2a.tokens["alice"], call))
+    with a2a.hub.client(a2a.tokens["alice"]) as c:
+        codes = [
+            c.post(
+                "/a2a/acme/bot",
+                content=_push_params(task.id, id=f"c{i}"),
+                headers={"content-type": "application/json"},
+            ).json()
+            for i in range(11)
+        ]
+    assert all("result" in x for x in codes[:10]), codes
+    assert codes[10]["error"]["code"] == -32602
+    assert "at most 10" in codes[10]["error"]["message"]
+
+
+def _nested(depth: int) -> object:
+    value: object = "leaf"
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b'{"k":' * 2000 + b'"leaf"' + b"}" * 2000, -32600),
+        (
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "SendMessage",
+                    "params": {
+                        "message": {
+                            "messageId": "deep-1",
+                            "parts": [{"text": "x"}, {"data": _nested(40)}],
+                        }
+                    },
+                }
+            ).encode(),
+            -32602,
+        ),
+        (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message":'
+            b' {"messageId": "", "parts": [{"text": "x"}]}}}',
+            -32602,
+        ),
+    ],
+)
+def test_deep_json_and_an_empty_message_id_are_refused_plainly(
+    a2a: Setup, body: bytes, code: int
+) -> None:
+    with a2a.hub.client(a2a.tokens["alice"]) as c:
+        r = c.post("/a2a/acme/bot", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+        assert r.json()["error"]["code"] == code, r.text
+        rooms = c.get("/v1/workspaces/acme/rooms").json()
+    assert [x["name"] for x in rooms["rooms"]] == ["general"]
 
 
 @pytest.mark.parametrize(

@@ -66,15 +66,20 @@ class Remote:
     def __init__(self, url: str, token: str | None) -> None:
         self.url = url
         self.rpc_url = ""
-        headers = {"A2A-Version": "1.0"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        self.http = httpx.AsyncClient(headers=headers, timeout=30.0)
+        self.token = token
+        self.http = httpx.AsyncClient(headers={"A2A-Version": "1.0"}, timeout=30.0)
+
+    def auth(self, url: str) -> dict[str, str]:
+        """The bearer token, for a URL of the remote's own origin only (the one `--a2a`
+        names): never for a card's or an artifact's URL elsewhere."""
+        if not self.token or _origin(url) != _origin(self.url):
+            return {}
+        return {"Authorization": f"Bearer {self.token}"}
 
     async def resolve(self) -> None:
         card_url = self.url if self.url.endswith(CARD_PATH) else self.url.rstrip("/") + CARD_PATH
         try:
-            r = await self.http.get(card_url)
+            r = await self.http.get(card_url, headers=self.auth(card_url))
             r.raise_for_status()
             card = r.json()
         except (httpx.HTTPError, ValueError) as exc:
@@ -90,7 +95,7 @@ class Remote:
         """One JSON-RPC call; a transport failure or a 5xx is retried by the caller, a
         JSON-RPC error is the remote's answer (`RemoteError`)."""
         body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
-        r = await self.http.post(self.rpc_url, json=body)
+        r = await self.http.post(self.rpc_url, json=body, headers=self.auth(self.rpc_url))
         if r.status_code >= 500:
             raise httpx.HTTPStatusError(f"HTTP {r.status_code}", request=r.request, response=r)
         if r.status_code >= 400:
@@ -254,16 +259,27 @@ class A2AAgent:
                     out.append(resource_link_block(saved.name, saved.resolve().as_uri()))
         return out
 
+    async def _download(self, url: str) -> bytes:
+        """A file part's URL, read up to MAX_FILE_BYTES (then refused, not read on)."""
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise RemoteError(f"not an http(s) URL: {url[:100]}")
+        got = bytearray()
+        async with self.remote.http.stream("GET", url, headers=self.remote.auth(url)) as r:
+            r.raise_for_status()
+            async for chunk in r.aiter_bytes():
+                got += chunk
+                if len(got) > MAX_FILE_BYTES:
+                    raise RemoteError("over 64 MiB")
+        return bytes(got)
+
     async def _save(self, session_id: str, part: dict[str, Any]) -> Path | None:
         name = _safe_name(str(part.get("filename") or "file"))
         try:
             if "raw" in part:
                 data = base64.b64decode(str(part["raw"]), validate=True)
             else:
-                r = await self.remote.http.get(str(part["url"]))
-                r.raise_for_status()
-                data = r.content
-        except (binascii.Error, httpx.HTTPError) as exc:
+                data = await self._download(str(part["url"]))
+        except (binascii.Error, httpx.HTTPError, RemoteError) as exc:
             await self.say(
                 session_id, text_block(f"(the file {name} could not be read: {_brief(exc)})")
             )
@@ -308,8 +324,17 @@ def _state(task: dict[str, Any]) -> str:
 
 
 def _safe_name(name: str) -> str:
-    base = Path(name).name
-    return re.sub(r"[^\w.-]", "_", base)[:120] or "file"
+    base = re.sub(r"[^\w.-]", "_", Path(name.replace("\\", "/")).name)[:120]
+    return "file" if base.strip(".") == "" else base
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    return parts.scheme, (parts.hostname or ""), port
 
 
 def _brief(exc: BaseException) -> str:

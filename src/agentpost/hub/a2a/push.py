@@ -17,6 +17,7 @@ import time
 from functools import partial
 from typing import Any
 
+import httpx
 import msgspec
 
 from agentpost.core.clock import now_ms
@@ -32,7 +33,9 @@ LEASE_MS = 15_000  # a sender's hold on a notification while it posts it (> the 
 TIMEOUT_SECONDS = 10.0
 BACKOFF_SECONDS = (1, 2, 5, 10, 30, 60, 120, 300)
 BATCH = 32
-MAX_IN_FLIGHT = 256
+# Sends at once: never more than the push client's connections, so no send waits for a
+# pool slot (a pool timeout would be a failure that is no endpoint's doing).
+MAX_IN_FLIGHT = 64
 ID_HEADER = "X-Agentpost-Notification-Id"
 SIGNATURE_HEADER = "X-Agentpost-Signature"
 TOKEN_HEADER = "X-A2A-Notification-Token"
@@ -52,6 +55,9 @@ async def run(hub: Hub) -> None:
     loop takes more due notifications while slow ones are still posting (each holds its
     row by a lease longer than its timeout, so no other sender takes it meanwhile)."""
     inflight: set[asyncio.Task[None]] = set()
+    # Push's own client (not the router's): its pool holds every send at once.
+    limits = httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=16)
+    client = httpx.AsyncClient(limits=limits, timeout=TIMEOUT_SECONDS, trust_env=False)
     try:
         while not hub.notifier.closed:
             woken = hub.notifier.event(tasks.PUSH_KEY)
@@ -61,7 +67,7 @@ async def run(hub: Hub) -> None:
                 if room > 0 and await hub.engine.read(lambda db: a2a.any_due(db, now_ms())):
                     due = await hub.engine.write(partial(_take, limit=min(BATCH, room)))
                 for d in due:
-                    sending = asyncio.create_task(_send_logged(hub, d))
+                    sending = asyncio.create_task(_send_logged(hub, client, d))
                     inflight.add(sending)
                     sending.add_done_callback(inflight.discard)
                 if due:
@@ -74,6 +80,7 @@ async def run(hub: Hub) -> None:
     finally:
         for sending in inflight:
             sending.cancel()
+        await client.aclose()
 
 
 def _take(tx: Tx, limit: int) -> list[Due]:
@@ -81,11 +88,11 @@ def _take(tx: Tx, limit: int) -> list[Due]:
 
 
 def _task(db: Db, cfg: PushConfig) -> dict[str, Any] | None:
+    """The task as its caller may see it now; None when it may not (removed, left)."""
     caller = members.member_by_id(db, cfg.member_id)
-    if caller is None:
+    if caller is None or caller.status != "active":
         return None
-    found = tasks.event_meta(db, cfg.task_id)
-    agent = members.member_by_name(db, caller.workspace_id, found) if found else None
+    agent = tasks.agent_of(db, cfg.task_id)
     if agent is None:
         return None
     try:
@@ -94,14 +101,14 @@ def _task(db: Db, cfg: PushConfig) -> dict[str, Any] | None:
         return None  # the caller left the room: it may no longer see the task
 
 
-async def _send_logged(hub: Hub, due: Due) -> None:
+async def _send_logged(hub: Hub, client: httpx.AsyncClient, due: Due) -> None:
     try:
-        await _send(hub, due)
+        await _send(hub, client, due)
     except Exception:  # its lease runs out and it is sent again: never lost
         log.exception("push %s not settled; it is due again when its lease ends", due.id)
 
 
-async def _send(hub: Hub, due: Due) -> None:
+async def _send(hub: Hub, client: httpx.AsyncClient, due: Due) -> None:
     cfg, now = due.config, now_ms()
     if now > due.expires_at:
         log.warning("push %s to %s expired after %d attempts", due.id, cfg.url, due.attempts)
@@ -121,9 +128,7 @@ async def _send(hub: Hub, due: Due) -> None:
         headers["Authorization"] = f"{cfg.auth_scheme} {cfg.auth_credentials}".strip()
     error = ""
     try:  # one attempt; whatever goes wrong is retried
-        r = await hub.http.client().post(
-            cfg.url, content=body, headers=headers, timeout=TIMEOUT_SECONDS
-        )
+        r = await client.post(cfg.url, content=body, headers=headers)
         if not 200 <= r.status_code < 300:
             error = f"HTTP {r.status_code}"
     except Exception as exc:  # noqa: BLE001 - any failure to deliver is retried

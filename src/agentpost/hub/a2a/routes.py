@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import mimetypes
 from collections.abc import AsyncIterator
+from pathlib import PurePosixPath
 from typing import Any
 
 import msgspec
@@ -24,7 +25,7 @@ from agentpost.core.errors import AgentpostError, Code, RequestError
 from agentpost.core.ids import new_id
 from agentpost.hub import auth, idempotency, mediatypes, posting, routing
 from agentpost.hub.a2a import tasks, wire
-from agentpost.hub.decode import read_body
+from agentpost.hub.decode import MAX_METADATA_DEPTH, read_body, within_depth
 from agentpost.hub.errors import json_response
 from agentpost.hub.idempotency import Created
 from agentpost.hub.mediatypes import safe_name
@@ -42,6 +43,7 @@ CANCEL_ROUTE = "A2A CancelTask"
 # How often a task stream reads its task again without a wake-up (a receipt wakes it at
 # once; being read or acknowledged by the agent's Worker does not).
 POLL_SECONDS = 1.0
+MAX_PUSH_CONFIGS = 10
 
 _encode = msgspec.json.encode
 log = logging.getLogger("agentpost.hub.a2a")
@@ -80,16 +82,21 @@ async def agent_card(request: Request) -> Response:
 async def rpc(request: Request) -> Response:
     hub = hub_of(request)
     caller, agent = await _caller_and_agent(request, hub)
-    raw = await read_body(request, hub.config.max_json_bytes)
     try:
+        raw = await read_body(request, hub.config.max_json_bytes)
         req = msgspec.json.decode(raw, type=wire.Request)
+    except RequestError as exc:  # the body is over the cap (files included: docs/a2a.md)
+        return _answer(wire.error(None, _rpc_error(exc)))
     except msgspec.ValidationError as exc:
         bad = wire.RpcError(
             wire.INVALID_REQUEST, f"not a JSON-RPC request: {exc}", "invalid_request"
         )
         return _answer(wire.error(None, bad))
     except msgspec.DecodeError as exc:
-        bad = wire.RpcError(wire.PARSE_ERROR, f"malformed JSON: {exc}", "invalid_request")
+        bad = wire.RpcError(wire.PARSE_ERROR, f"malformed JSON: {exc}", "parse_error")
+        return _answer(wire.error(None, bad))
+    except RecursionError:
+        bad = wire.RpcError(wire.INVALID_REQUEST, "the JSON nests too deeply", "invalid_request")
         return _answer(wire.error(None, bad))
     call = _Call(hub, caller, agent, _base(request), req.id)
     try:
@@ -114,6 +121,10 @@ def _rpc_error(exc: AgentpostError) -> wire.RpcError:
     code = {
         Code.IDEMPOTENCY_CONFLICT: wire.INVALID_PARAMS,
         Code.INVALID_REQUEST: wire.INVALID_PARAMS,
+        Code.ROOM_NOT_FOUND: wire.INVALID_PARAMS,
+        Code.CHANNEL_MEMBERSHIP_REQUIRED: wire.INVALID_PARAMS,
+        Code.ROOM_ARCHIVED: wire.INVALID_PARAMS,
+        Code.PAYLOAD_TOO_LARGE: wire.INVALID_PARAMS,
         Code.STORAGE_UNAVAILABLE: wire.INTERNAL_ERROR,
         Code.IDEMPOTENCY_IN_FLIGHT: wire.INTERNAL_ERROR,
     }.get(exc.code, wire.INVALID_REQUEST)
@@ -153,7 +164,18 @@ class _Call:
         key = wire.key_of(message.message_id)
         text, data, files = wire.contents_of(message, self.hub.config.max_upload_bytes)
         caller, agent = self.caller, self.agent
-        a2a: dict[str, Any] = {"agent": agent.name, "message_id": message.message_id}
+        if not all(within_depth(x, MAX_METADATA_DEPTH) for x in (message.metadata, *data)):
+            raise wire.RpcError(
+                wire.INVALID_PARAMS,
+                f"metadata and data parts may nest at most {MAX_METADATA_DEPTH} levels",
+                "invalid_request",
+            )
+        a2a: dict[str, Any] = {
+            "agent": agent.name,
+            "agent_id": agent.id,
+            "caller_id": caller.id,
+            "message_id": message.message_id,
+        }
         if data:
             a2a["data"] = data
         normalized: dict[str, Any] = {
@@ -164,6 +186,10 @@ class _Call:
             "attachments": [],
         }
         where = message.context_id or tasks.direct_name(caller, agent)
+        if files and message.context_id:  # refused before any file is stored
+            await self.hub.engine.read(
+                lambda db: tasks.room_for_read(db, caller, agent, message.context_id)
+            )
         stored = [await self._store(f) for f in files]  # content-addressed: a retry is free
         # The files by content, not by the ids a first try gave them: a retry is the same.
         described = [(m.sha256, m.name, m.mime_type) for m in stored]
@@ -185,27 +211,44 @@ class _Call:
             raise wire.RpcError(wire.INVALID_PARAMS, found["message"], str(found["code"]))
         task_id = tasks.event_of(ans.body).id
         push = sent.configuration.get("taskPushNotificationConfig")
-        if isinstance(push, dict):  # set again on a retry: the same config, replaced
+        if push is not None and not isinstance(push, dict):
+            raise wire.RpcError(
+                wire.INVALID_PARAMS,
+                "configuration.taskPushNotificationConfig must be an object",
+                "invalid_request",
+            )
+        if push is not None:  # set again on a retry: the same config, replaced
             await self.set_push({**push, "taskId": task_id})
         return await self.task(task_id)
 
     async def set_push(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Create (or replace, by id) a push config of one of the caller's tasks."""
+        """Create (or replace, by id) a push config of one of the caller's tasks; at most
+        MAX_PUSH_CONFIGS per task."""
         got = wire.params(params, wire.PushConfigIn)
+        url, config_id, token, scheme, credentials = wire.push_config(got)
         await self.task(got.task_id)  # the caller's task, or TaskNotFound
-        auth = got.authentication or wire.AuthIn()
         cfg = PushConfig(
             task_id=got.task_id,
-            id=got.id or "default",
+            id=config_id,
             member_id=self.caller.id,
-            url=wire.push_url(got.url),
-            token=got.token,
-            auth_scheme=auth.scheme,
-            auth_credentials=auth.credentials,
+            url=url,
+            token=token,
+            auth_scheme=scheme,
+            auth_credentials=credentials,
             base_url=self.base,
             created_at=now_ms(),
         )
-        await self.hub.engine.write(lambda tx: a2a.put_config(tx, cfg), got.task_id)
+
+        def put(tx: Tx) -> None:
+            others = [c for c in a2a.configs(tx, cfg.task_id) if c.id != cfg.id]
+            if len(others) >= MAX_PUSH_CONFIGS:
+                raise RequestError(
+                    Code.INVALID_REQUEST,
+                    f"a task has at most {MAX_PUSH_CONFIGS} push configs; delete one first",
+                )
+            a2a.put_config(tx, cfg)
+
+        await self.hub.engine.write(put, got.task_id)
         return _push_out(cfg)
 
     async def push_configs(self, task_id: str) -> list[PushConfig]:
@@ -214,7 +257,7 @@ class _Call:
 
     async def _store(self, f: wire.FileIn) -> MediaRow:
         """A file part's bytes in the blob store; its media row, for a room not known yet."""
-        name = safe_name(f.name)
+        name = safe_name(PurePosixPath(f.name.replace("\\", "/")).name)[:255] or "upload"
         mime = mediatypes.normalized(f.media_type) if f.media_type else None
         sha256 = await self.hub.blobs.put_bytes(f.data)
         return MediaRow(

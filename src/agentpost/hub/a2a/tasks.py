@@ -25,14 +25,16 @@ _STATE_OF_KIND = {"result": wire.COMPLETED, "error": wire.FAILED, "cancelled": w
 
 
 def direct_name(caller: Member, agent: Member) -> str:
-    """The name of the pair's direct room: not a name a person can give a room (`:`), so it
-    never collides with one (docs/a2a.md)."""
-    return f"a2a:{caller.name}:{agent.name}"
+    """The name of the pair's direct room: their names, then the tails of their member ids,
+    so a member who takes a freed name later never finds an earlier member's room; with a
+    `:`, which no name a person gives a room has, so it never collides with one."""
+    return f"a2a:{caller.name}:{agent.name}:{caller.id[-6:]}{agent.id[-6:]}".lower()
 
 
 def room_for(tx: Tx, caller: Member, agent: Member, context_id: str) -> Room:
     """The room a call goes to: the one `contextId` names, which both must be in, or the
-    pair's direct room, made on first use with the two of them in it."""
+    pair's direct room, made on first use with the two of them in it. A participant taken
+    out of it later is not put back: the call is refused, as any post of theirs would be."""
     if context_id:
         room = rooms.room_by_id(tx, context_id)
         if (
@@ -40,30 +42,43 @@ def room_for(tx: Tx, caller: Member, agent: Member, context_id: str) -> Room:
             or room.workspace_id != caller.workspace_id
             or not rooms.is_participant(tx, room.id, caller.id)
         ):
-            raise wire.RpcError(
-                wire.INVALID_PARAMS, f"no room {context_id!r} (contextId)", "room_not_found"
+            raise RequestError(Code.ROOM_NOT_FOUND, f"no room {context_id!r} (contextId)")
+    else:
+        if tx.dialect == "postgres":
+            # Two first calls at once on two processes: the second waits here, then finds
+            # the room the first made (the name is unique per workspace).
+            tx.one("SELECT id FROM members WHERE id = ? FOR UPDATE", (agent.id,))
+        name = direct_name(caller, agent)
+        room = rooms.room_by_name(tx, caller.workspace_id, name)
+        if room is None:
+            room = rooms.create_room(
+                tx, caller.workspace_id, name, "channel", "dynamic", None, caller.name, False
             )
-        if not rooms.is_participant(tx, room.id, agent.id):
-            raise wire.RpcError(
-                wire.INVALID_PARAMS,
-                f"{agent.name!r} is not in the room {context_id!r} (contextId)",
-                "channel_membership_required",
-            )
-        return room
-    if tx.dialect == "postgres":
-        # Two first calls at once on two processes: the second waits here, then finds the
-        # room the first made (the name is unique per workspace).
-        tx.one("SELECT id FROM members WHERE id = ? FOR UPDATE", (agent.id,))
-    name = direct_name(caller, agent)
-    room = rooms.room_by_name(tx, caller.workspace_id, name)
-    if room is None:
-        room = rooms.create_room(
-            tx, caller.workspace_id, name, "channel", "dynamic", None, caller.name, False
-        )
-        assert room is not None  # looked for under the lock above
+            assert room is not None  # looked for under the lock above
+            for who in (caller, agent):
+                rooms.add_participant(tx, room.id, who.id)
+            return room
     for who in (caller, agent):
-        rooms.add_participant(tx, room.id, who.id)
+        if not rooms.is_participant(tx, room.id, who.id):
+            raise RequestError(
+                Code.CHANNEL_MEMBERSHIP_REQUIRED, f"{who.name!r} is not in the call's room"
+            )
     return room
+
+
+def room_for_read(db: Db, caller: Member, agent: Member, context_id: str) -> None:
+    """`room_for`'s refusals of a named room, in a read (before a call's files are stored)."""
+    room = rooms.room_by_id(db, context_id)
+    if (
+        room is None
+        or room.workspace_id != caller.workspace_id
+        or not rooms.is_participant(db, room.id, caller.id)
+    ):
+        raise RequestError(Code.ROOM_NOT_FOUND, f"no room {context_id!r} (contextId)")
+    if not rooms.is_participant(db, room.id, agent.id):
+        raise RequestError(
+            Code.CHANNEL_MEMBERSHIP_REQUIRED, f"{agent.name!r} is not in the call's room"
+        )
 
 
 def queue_push(tx: Tx, e1: Event, event_id: str) -> None:
@@ -73,13 +88,15 @@ def queue_push(tx: Tx, e1: Event, event_id: str) -> None:
         tx.notify(PUSH_KEY)
 
 
-def event_meta(db: Db, task_id: str) -> str | None:
-    """The agent an A2A task was sent to (its event's `a2a` metadata), if it is one."""
+def agent_of(db: Db, task_id: str) -> Member | None:
+    """The agent member an A2A task was sent to (its event's `a2a` metadata), if any."""
     found = events.by_id(db, task_id)
     if found is None:
         return None
     meta = msgspec.json.decode(found[2], type=Event).metadata.get("a2a")
-    return str(meta["agent"]) if isinstance(meta, dict) and "agent" in meta else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("agent_id"), str):
+        return None
+    return members.member_by_id(db, meta["agent_id"])
 
 
 def event_of(body: bytes) -> Event:
@@ -96,8 +113,8 @@ def task(db: Db, caller: Member, agent: Member, task_id: str, base_url: str) -> 
     if (
         ev is None
         or not isinstance(meta, dict)
-        or meta.get("agent") != agent.name
-        or ev.sender != caller.name
+        or meta.get("agent_id") != agent.id
+        or meta.get("caller_id") != caller.id
         or not rooms.is_participant(db, ev.room, caller.id)
     ):
         raise wire.RpcError(wire.TASK_NOT_FOUND, f"no task {task_id!r}", "task_not_found")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -131,12 +132,47 @@ class PushConfigIdIn(msgspec.Struct, rename="camel"):
     page_token: str = ""
 
 
-def push_url(url: str) -> str:
-    """A receiver's URL: absolute http(s), or InvalidParams."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise RpcError(INVALID_PARAMS, "url must be an absolute http(s) URL", "invalid_request")
-    return url
+_VISIBLE = re.compile(r"[\x21-\x7e]*")
+_SPACED = re.compile(r"[\x20-\x7e]*")
+
+
+def push_config(got: PushConfigIn) -> tuple[str, str, str, str, str]:
+    """(url, id, token, auth scheme, auth credentials) of a push config the sender can use
+    as given, or InvalidParams naming what is wrong: an absolute http(s) URL with a host, a
+    valid port and no user:password in it, at most 2,048 characters; an id of at most 128
+    and a token of at most 512 visible ASCII characters (both go into headers); a scheme
+    and credentials without control characters."""
+    url, auth = got.url, got.authentication or AuthIn()
+    try:
+        parts = urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        parts, port_ok = urlsplit(""), False
+    why = ""
+    if (
+        len(url) > 2048
+        or not _VISIBLE.fullmatch(url)
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or not port_ok
+    ):
+        why = "url must be an absolute http(s) URL with a host (at most 2,048 characters)"
+    elif parts.username is not None or parts.password is not None:
+        why = "url must not carry a user or password: use authentication"
+    elif len(got.id) > 128 or not _VISIBLE.fullmatch(got.id):
+        why = "id must be at most 128 visible ASCII characters"
+    elif len(got.token) > 512 or not _VISIBLE.fullmatch(got.token):
+        why = "token must be at most 512 visible ASCII characters"
+    elif (
+        len(auth.scheme) > 64
+        or len(auth.credentials) > 4096
+        or not _VISIBLE.fullmatch(auth.scheme)
+        or not _SPACED.fullmatch(auth.credentials)
+    ):
+        why = "authentication must be a scheme and credentials in printable ASCII"
+    if why:
+        raise RpcError(INVALID_PARAMS, why, "invalid_request")
+    return url, got.id or "default", got.token, auth.scheme, auth.credentials
 
 
 def params(raw: dict[str, Any], shape: type[Any]) -> Any:
@@ -151,7 +187,7 @@ def key_of(message_id: str) -> str:
     """The Idempotency-Key of a `SendMessage`: its `messageId`, scoped per caller by the
     hub's key rules (keys are per member)."""
     key = "a2a:" + message_id
-    if not IDEMPOTENCY_KEY.fullmatch(key):
+    if not message_id or not IDEMPOTENCY_KEY.fullmatch(key):
         raise RpcError(
             INVALID_PARAMS,
             "messageId must be 1-251 visible ASCII characters (it is the Idempotency-Key)",
