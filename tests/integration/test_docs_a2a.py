@@ -1,24 +1,18 @@
-"""docs/a2a.md, run as written, after the README's first steps (workspace `acme`, alice's
-token in `AGENTPOST_TOKEN`).
-
-The page's `sh` blocks run in one shell, in order, with its two Python blocks written where
-the page names them (`call.py`, `get.py`); each `# …` line under a command is a line it
-prints (`…` stands for what differs from run to run). The `pip install` line is left out:
-the test's own install has `a2a-sdk` 1.3.0 already (pyproject.toml's `test` extra). The
-signature check of the push section runs against a body and headers made here as the hub's
-sender makes them.
+"""docs/a2a.md, run as written: its `sh` blocks in one shell, in order (the page writes its
+two Python scripts itself); each `# …` line under a command is a line it prints (`…` stands
+for what differs from run to run). The `pip install` line finds `a2a-sdk` 1.3.0 installed
+already (pyproject.toml's `test` extra). tests/integration/test_docs_together.py walks it
+too, after the README and the other pages. The signature check of the push section runs
+against a body and headers made here as the hub's sender makes them.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-
-from test_cli import run
 
 from agentpost.hub.a2a.push import signature
 from hubproc import HubProcess
@@ -33,23 +27,15 @@ def _matches(expected: str, actual: str) -> bool:
 
 
 def test_docs_a2a_md_runs_as_written(hub: HubProcess, tmp_path: Path) -> None:
-    run(hub, "admin", "workspace", "create", "acme")
-    alice = json.loads(
-        run(hub, "admin", "member", "add", "acme", "alice", "--kind", "human", "--json").stdout
-    )["token"]
     text = DOC.read_text()
     shells = re.findall(r"```sh\n(.*?)```", text, re.S)
-    call_py, get_py, check_py = re.findall(r"```python\n(.*?)```", text, re.S)
-    (tmp_path / "call.py").write_text(call_py)
-    (tmp_path / "get.py").write_text(get_py)
-    script = "\n".join(shells)
-    assert "pip install -q 'a2a-sdk==1.3.0'" in script
-    script = script.replace("pip install -q 'a2a-sdk==1.3.0'", ":")
+    (check_py,) = re.findall(r"```python\n(.*?)```", text, re.S)
+    # After the page: hana's token, for the check of her room below.
+    script = "\n".join(shells) + '\nprintf "%s" "$AGENTPOST_TOKEN" > "$HOME/hana.token"\n'
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
     env |= {
         "AGENTPOST_HUB": hub.url,
-        "AGENTPOST_ADMIN_TOKEN": hub.admin_token,
-        "AGENTPOST_TOKEN": alice,
+        "AGENTPOST_HOME": str(hub.data_dir),  # the admin commands read the hub's token
         "PATH": f"{Path(sys.executable).parent}:{env['PATH']}",  # this install's python
         "HOME": str(tmp_path),
     }
@@ -64,15 +50,15 @@ def test_docs_a2a_md_runs_as_written(hub: HubProcess, tmp_path: Path) -> None:
     assert p.returncode == 0, p.stdout + p.stderr
     expected = [line[2:] for line in script.splitlines() if line.startswith("# ")]
     got = p.stdout.splitlines()
-    assert len(got) == len(expected) == 3, p.stdout
+    assert len(got) == len(expected) == 4, p.stdout
     for want, line in zip(expected, got, strict=True):
         assert _matches(want, line), f"want {want}\ngot  {line}"
-    assert got[0] == got[1]  # the retry named the same task
-    task = got[0].split()[0]
-    with hub.client(alice) as c:  # one call event, however often it was sent (three times)
-        room = got[0].split()[1]
-        events = c.get(f"/v1/rooms/{room}/events", params={"after": 0}).json()["events"]
-    assert [e["id"] for e in events][:1] == [task] and len(events) == 2
+    assert got[1] == got[2]  # the retry named the same task
+    task, room = got[1].split()[:2]
+    with hub.client((tmp_path / "hana.token").read_text()) as hana:
+        events = hana.get(f"/v1/rooms/{room}/events", params={"after": 0}).json()["events"]
+    # One call event though it was sent twice, then scout's receipt.
+    assert [(e["id"] == task, e["reply_kind"]) for e in events] == [(True, None), (False, "result")]
 
     scope: dict[str, object] = {}
     exec(check_py, scope)  # noqa: S102 - the page's own check, run as written

@@ -28,6 +28,7 @@ DOCS = ROOT / "docs"
 
 # page: the indexes of its ```sh blocks that make its walk-through (None: all of them)
 WALKS: dict[str, list[int] | None] = {
+    "a2a.md": None,
     "ag2.md": None,
     "connect.md": None,
     "delegation.md": None,
