@@ -36,28 +36,23 @@ def room_for(tx: Tx, caller: Member, agent: Member, context_id: str) -> Room:
     pair's direct room, made on first use with the two of them in it. A participant taken
     out of it later is not put back: the call is refused, as any post of theirs would be."""
     if context_id:
-        room = rooms.room_by_id(tx, context_id)
-        if (
-            room is None
-            or room.workspace_id != caller.workspace_id
-            or not rooms.is_participant(tx, room.id, caller.id)
-        ):
-            raise RequestError(Code.ROOM_NOT_FOUND, f"no room {context_id!r} (contextId)")
+        room = _named_room(tx, caller, context_id)
     else:
         if tx.dialect == "postgres":
             # Two first calls at once on two processes: the second waits here, then finds
             # the room the first made (the name is unique per workspace).
             tx.one("SELECT id FROM members WHERE id = ? FOR UPDATE", (agent.id,))
         name = direct_name(caller, agent)
-        room = rooms.room_by_name(tx, caller.workspace_id, name)
-        if room is None:
-            room = rooms.create_room(
+        found = rooms.room_by_name(tx, caller.workspace_id, name)
+        if found is None:
+            made = rooms.create_room(
                 tx, caller.workspace_id, name, "channel", "dynamic", None, caller.name, False
             )
-            assert room is not None  # looked for under the lock above
+            assert made is not None  # looked for under the lock above
             for who in (caller, agent):
-                rooms.add_participant(tx, room.id, who.id)
-            return room
+                rooms.add_participant(tx, made.id, who.id)
+            return made
+        room = found
     for who in (caller, agent):
         if not rooms.is_participant(tx, room.id, who.id):
             raise RequestError(
@@ -66,8 +61,8 @@ def room_for(tx: Tx, caller: Member, agent: Member, context_id: str) -> Room:
     return room
 
 
-def room_for_read(db: Db, caller: Member, agent: Member, context_id: str) -> None:
-    """`room_for`'s refusals of a named room, in a read (before a call's files are stored)."""
+def _named_room(db: Db, caller: Member, context_id: str) -> Room:
+    """The room `contextId` names, if the caller is in it; else `room_not_found`."""
     room = rooms.room_by_id(db, context_id)
     if (
         room is None
@@ -75,6 +70,12 @@ def room_for_read(db: Db, caller: Member, agent: Member, context_id: str) -> Non
         or not rooms.is_participant(db, room.id, caller.id)
     ):
         raise RequestError(Code.ROOM_NOT_FOUND, f"no room {context_id!r} (contextId)")
+    return room
+
+
+def room_for_read(db: Db, caller: Member, agent: Member, context_id: str) -> None:
+    """`room_for`'s refusals of a named room, in a read (before a call's files are stored)."""
+    room = _named_room(db, caller, context_id)
     if not rooms.is_participant(db, room.id, agent.id):
         raise RequestError(
             Code.CHANNEL_MEMBERSHIP_REQUIRED, f"{agent.name!r} is not in the call's room"
