@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from hubproc import HubProcess
+from walkrun import run_script
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -61,10 +61,7 @@ def test_readme_runs_as_written(hub: HubProcess, tmp_path: Path) -> None:
     (clone / "examples").symlink_to(ROOT / "examples")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
     env |= {"AGENTPOST_HOME": str(hub.data_dir), "AGENTPOST_HUB": hub.url}
-    p = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=clone, env=env, capture_output=True, text=True, timeout=180,
-    )
+    p = run_script(script, clone, env, 180, "README.md")
     out = p.stdout
     assert p.returncode == 0, out + p.stderr
     statuses = re.findall(r"(?im)^idempotency-status: (\w+)", out)

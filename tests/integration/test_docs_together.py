@@ -22,6 +22,7 @@ import pytest
 from test_docs_readme import readme_script
 
 from hubproc import HubProcess
+from walkrun import run_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -130,14 +131,7 @@ def test_readme_then_every_page_in_one_hub_leave_the_clone_clean(
     stop_jobs = "trap 'set +e; kill $(jobs -p) 2>/dev/null; wait' EXIT\n"
 
     def walk(name: str, script: str, extra: dict[str, str] | None = None) -> None:
-        p = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", stop_jobs + script + "\nwait\n"],
-            cwd=clone,
-            env=env | (extra or {}),
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
+        p = run_script(stop_jobs + script + "\nwait\n", clone, env | (extra or {}), 240, name)
         assert p.returncode == 0, f"{name} after the pages before it:\n{p.stdout}\n{p.stderr}"
         assert "KeyError" not in p.stderr, f"{name}:\n{p.stderr}"
 

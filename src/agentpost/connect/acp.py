@@ -366,6 +366,10 @@ class AgentConnection:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
+    def running(self) -> bool:
+        """The process has not been reaped (it may have been cut)."""
+        return self._proc is not None and self._proc.returncode is None
+
     def alive(self) -> bool:
         return self._proc is not None and self._proc.returncode is None and self.cut_reason is None
 

@@ -332,6 +332,13 @@ class AgentSupervisor:
         if conn is not None:
             await conn.close()
 
+    def kill_now(self) -> None:
+        """SIGKILL the agent's whole group, from any thread (the Worker ends at once)."""
+        conn = self._current
+        pid = conn.pid if conn is not None and conn.running() else None
+        if pid is not None:  # not reaped yet: the pid is still the keeper's
+            self.processes.kill(pid)
+
     def halt(self, reason: str) -> None:
         """End the agent's whole group at once, no grace (this Worker lost its lease: the
         agent must do no more work, §6), and restart it no more."""

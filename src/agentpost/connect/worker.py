@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import faulthandler
 import importlib
 import logging
 import os
 import signal
+import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -45,6 +48,11 @@ STOP = "/stop"
 HEARTBEAT_ENV = "AGENTPOST_CONNECT_HEARTBEAT"
 HEARTBEAT = 20.0
 STOP_DELIVERIES_WAIT = 10.0  # seconds a stop waits for deliveries in flight
+# A stop (SIGTERM, SIGINT) ends within this many seconds whatever it waits for (a hub that
+# does not answer the lease's release, say): past it, or at a second stop signal, the Worker
+# ends its agent's processes at once, prints the stacks of what still ran, and exits 1.
+STOP_DEADLINE_ENV = "AGENTPOST_CONNECT_STOP_DEADLINE"
+STOP_DEADLINE = 45.0
 # The ledger's retention runs at start and then this often (DESIGN.md §6 "Ledger"), so a
 # Worker that runs for weeks keeps within 30 days and 10,000 entries; the variable exists
 # so a test can watch a live Worker prune without waiting an hour.
@@ -137,7 +145,7 @@ class Worker:
             return 1
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._stop.set)
+            loop.add_signal_handler(sig, self._stop_signal, loop)
         try:
             if not await self._take_lease():
                 return await self._close(0)
@@ -234,6 +242,32 @@ class Worker:
                 log.warning("%d deliveries still running at stop; they resume at the next start",
                             len(late))
         return await self._close(code)
+
+    def _stop_signal(self, loop: asyncio.AbstractEventLoop) -> None:
+        """SIGTERM or SIGINT: a graceful stop, bounded; a second one: the end, now."""
+        if self._stop.is_set():
+            self._stop_now("a second stop signal", loop)
+            return
+        self._stop.set()
+        deadline = _seconds(STOP_DEADLINE_ENV, STOP_DEADLINE)
+        why = f"the stop took more than {deadline:g}s"
+        timer = threading.Timer(deadline, self._stop_now, (why, loop))
+        timer.daemon = True  # gone with the Worker when the stop ends in time
+        timer.start()
+
+    def _stop_now(self, why: str, loop: asyncio.AbstractEventLoop) -> None:
+        """End the agent's whole group and this process at once (from any thread), after
+        saying what was still running."""
+        log.error("%s: ending now, the agent's processes with it; what still ran:", why)
+        try:
+            faulthandler.dump_traceback(sys.stderr, all_threads=True)
+            for task in asyncio.all_tasks(loop):
+                task.print_stack(limit=8, file=sys.stderr)
+        except Exception as exc:  # the end must not wait on a report of it
+            log.error("could not list what still ran: %r", exc)
+        self.agent.kill_now()
+        sys.stderr.flush()
+        os._exit(1)
 
     async def _close(self, code: int) -> int:
         if self.lease is not None:
