@@ -57,6 +57,13 @@ class Code(StrEnum):
     LEASE_HELD = "lease_held"
     LEASE_LOST = "lease_lost"
     STORAGE_UNAVAILABLE = "storage_unavailable"
+    # Operations on a data home (agentpost db …, docs/operations.md).
+    SCHEMA_TOO_NEW = "schema_too_new"
+    TARGET_EXISTS = "target_exists"
+    TARGET_NOT_EMPTY = "target_not_empty"
+    BACKUP_INVALID = "backup_invalid"
+    TOOL_MISSING = "tool_missing"
+    BUSY = "busy"
     INTERNAL = "internal"
 
 

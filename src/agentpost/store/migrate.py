@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from importlib import resources
 
+from agentpost import __version__
 from agentpost.core.errors import AgentpostError, Code
 from agentpost.store.engine import Db
 
@@ -19,9 +20,13 @@ class SchemaTooNew(AgentpostError):
 
     def __init__(self, found: int, known: int) -> None:
         super().__init__(
-            Code.INTERNAL,
-            f"database schema version {found} is newer than this agentpost knows ({known}); "
-            "upgrade agentpost",
+            Code.SCHEMA_TOO_NEW,
+            f"the database is at schema version {found}, newer than this agentpost knows "
+            f"({__version__} reads versions up to {known}): run an agentpost that "
+            f"knows schema version {found} or later, or restore a backup made before the "
+            "upgrade; nothing was changed",
+            found=found,
+            known=known,
         )
 
 
@@ -33,6 +38,13 @@ def available(dialect: str) -> list[tuple[int, str]]:
         if entry.name.endswith(".sql"):
             found.append((int(entry.name.split("_", 1)[0]), entry.read_text("utf-8")))
     return sorted(found)
+
+
+def known_version(engine: str) -> int:
+    """The newest schema version this agentpost ships for `engine` ("sqlite", "postgresql"
+    or a dialect name)."""
+    shipped = available("postgres" if engine.startswith("postgres") else "sqlite")
+    return shipped[-1][0] if shipped else 0
 
 
 def current_version(db: Db) -> int:

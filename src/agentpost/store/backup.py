@@ -1,0 +1,549 @@
+"""Backups and restores of a hub's data while it serves (DESIGN.md §15, docs/operations.md).
+
+A backup is a directory, private to its user (0700, files 0600)::
+
+    manifest.json   what it holds: engine, schema version, counts, problems seen
+    hub.sqlite3     SQLite: a consistent copy made with SQLite's online backup API
+    hub.pgdump      PostgreSQL: `pg_dump --format=custom` of one exported snapshot
+    blobs/aa/<sha256>  the bytes of every media row the copy names, checked on the way
+    admin.token     the data dir's admin token file, when it has one
+
+Consistency: on SQLite the whole database is copied in one step of the backup API, so in one
+read transaction (WAL: the hub keeps writing meanwhile). The blobs copied are those the copy's
+media rows name, and a hub makes a blob durable before the row that names it commits: an
+upload in flight is either in the copy with its bytes, or not in it at all. On PostgreSQL the
+same holds for the snapshot `pg_dump` is given. Media whose bytes are missing or do not match
+their hash in the hub's own store are listed in the manifest and make the command fail (exit
+1) after the rest is written: the backup is still the best copy there is.
+
+A backup is written under `.<name>.partial` next to its destination and renamed into place
+when whole, so a backup killed midway leaves no directory that looks complete (the next
+backup to the same place removes the partial one). A restore is copied the same way under
+`.<name>.restoring` and renamed: a data dir is either untouched or whole. On PostgreSQL
+`pg_restore` runs in one transaction into an empty database (blobs are copied first; being
+content-addressed, copying one twice is harmless), so a restore killed midway leaves the
+database empty and can simply be run again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+from agentpost import __version__
+from agentpost.core.errors import AgentpostError, Code
+from agentpost.store import migrate
+from agentpost.store.files import DIR_MODE, FILE_MODE, UMASK
+
+FORMAT = "agentpost-backup"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+SQLITE_FILE = "hub.sqlite3"
+PG_DUMP = "hub.pgdump"
+BLOBS = "blobs"
+ADMIN_TOKEN = "admin.token"
+# Tests: `AGENTPOST_DB_CRASH_POINT=name` SIGKILLs the command where `_crash_point(name)` is.
+CRASH_ENV = "AGENTPOST_DB_CRASH_POINT"
+_MARKER = ".agentpost-partial"  # locked (flock) by the command writing the partial directory
+_CHUNK = 1 << 20
+
+
+class OpsError(AgentpostError):
+    """A backup, restore or check that cannot be done as asked; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Store:
+    """Where a hub keeps its data: the database (`db_url` None: `<data>/hub.sqlite3`) and the
+    media bytes (`blob_dir`)."""
+
+    db_url: str | None
+    data_dir: Path
+    blob_dir: Path
+
+    @property
+    def engine(self) -> str:
+        return "sqlite" if self.db_url is None or self.db_url.startswith("sqlite") else "postgresql"
+
+    @property
+    def sqlite_path(self) -> Path:
+        if self.db_url is None:
+            return self.data_dir / SQLITE_FILE
+        return Path(self.db_url.removeprefix("sqlite://"))
+
+
+def _crash_point(name: str) -> None:
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# -- files --------------------------------------------------------------------------------
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def hash_file(path: Path) -> tuple[str, int]:
+    """(sha256 hex, size) of a file, read in chunks."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def _copy_checked(src: Path, dst: Path, sha256: str) -> str | None:
+    """Copy a blob through a temp name, hashing on the way; a problem (missing, or bytes
+    that do not match their name) as text, else None. An existing `dst` with the right
+    bytes is kept (content-addressed: a second copy is the same file)."""
+    if dst.exists() and hash_file(dst)[0] == sha256:
+        return None
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    h = hashlib.sha256()
+    try:
+        fin = open(src, "rb")  # noqa: SIM115 - closed below, after the copy
+    except FileNotFoundError:
+        return f"the bytes of {sha256} are missing ({src})"
+    dst.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with fin, os.fdopen(fd, "wb") as out:
+            while chunk := fin.read(_CHUNK):
+                h.update(chunk)
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        if h.hexdigest() != sha256:
+            tmp.unlink()
+            return f"the bytes of {sha256} do not match their hash ({src})"
+        os.replace(tmp, dst)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return None
+
+
+def _empty_or_missing(path: Path) -> bool:
+    return not path.exists() or (path.is_dir() and not any(path.iterdir()))
+
+
+@contextmanager
+def _partial(dest: Path, suffix: str) -> Iterator[Path]:
+    """A private directory `.<dest name>.<suffix>` next to `dest`, held (flock) while the
+    body runs and renamed to `dest` when it ends without an error. One left by a killed run
+    is removed first; one another live run holds is refused."""
+    dest.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    work = dest.parent / f".{dest.name}.{suffix}"
+    if work.exists():
+        marker = work / _MARKER
+        fd = os.open(marker, os.O_RDONLY) if marker.exists() else -1
+        try:
+            if fd >= 0:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    raise OpsError(
+                        Code.BUSY, f"another agentpost command is writing {work}; wait for it"
+                    ) from None
+            elif any(work.iterdir()):
+                raise OpsError(
+                    Code.TARGET_NOT_EMPTY, f"{work} is in the way and is not ours; move it away"
+                )
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        shutil.rmtree(work)
+    work.mkdir(mode=DIR_MODE)
+    fd = os.open(work / _MARKER, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield work
+        (work / _MARKER).unlink()
+        if dest.exists():  # an empty directory made for us: ours replaces it
+            dest.rmdir()
+        os.rename(work, dest)
+        _fsync_dir(dest.parent)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    finally:
+        os.close(fd)
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------
+
+
+def _pg_env(url: str) -> tuple[str, dict[str, str]]:
+    """The URL without its password (safe on a command line) and the environment that gives
+    the password to libpq's tools."""
+    parts = urlsplit(url)
+    env = dict(os.environ)
+    if parts.password is not None:
+        env["PGPASSWORD"] = unquote(parts.password)
+    host = parts.netloc.rpartition("@")[2]
+    user = parts.netloc.rpartition("@")[0].partition(":")[0]
+    netloc = f"{user}@{host}" if user else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), env
+
+
+def _pg_tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise OpsError(
+            Code.TOOL_MISSING,
+            f"{name} not found: install PostgreSQL's client tools (Debian: postgresql-client), "
+            "of the server's major version or newer",
+        )
+    return found
+
+
+def _run_tool(argv: list[str], env: dict[str, str], what: str) -> None:
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise OpsError(Code.STORAGE_UNAVAILABLE, f"{what} failed: {p.stderr.strip()[-2000:]}")
+
+
+def pg_connect(url: str) -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise OpsError(
+            Code.INVALID_REQUEST,
+            "PostgreSQL needs the postgres extra: pip install -e '.[postgres]' in the clone",
+        ) from exc
+    try:
+        return psycopg.connect(url, autocommit=True)
+    except psycopg.Error as exc:
+        raise OpsError(Code.STORAGE_UNAVAILABLE, f"cannot reach PostgreSQL: {exc}") from exc
+
+
+# -- what a database holds ----------------------------------------------------------------
+
+_COUNTED = ("workspaces", "members", "rooms", "events", "media")
+
+
+def _facts(q: Any) -> dict[str, Any]:
+    """Counts, schema version and the media hashes, through `q(sql) -> rows`."""
+    counts = {t: int(q(f"SELECT COUNT(*) FROM {t}")[0][0]) for t in _COUNTED}
+    version = q("SELECT MAX(version) FROM schema_version")[0][0]
+    hashes = sorted({str(r[0]) for r in q("SELECT DISTINCT sha256 FROM media")})
+    return {"counts": counts, "schema_version": int(version or 0), "hashes": hashes}
+
+
+# -- backup -------------------------------------------------------------------------------
+
+
+@contextmanager
+def _private() -> Iterator[None]:
+    """Whatever is made meanwhile (directories included) is the user's alone."""
+    old = os.umask(UMASK)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def backup(store: Store, dest: Path) -> dict[str, Any]:
+    """Write a backup of `store` to `dest` (which must not exist, or be an empty directory);
+    its manifest. `OpsError` when nothing usable was written; a manifest with `problems`
+    when the hub's own store lacks bytes some media rows name."""
+    with _private():
+        return _backup(store, dest)
+
+
+def _backup(store: Store, dest: Path) -> dict[str, Any]:
+    if not _empty_or_missing(dest):
+        raise OpsError(Code.TARGET_EXISTS, f"{dest} exists and is not empty; name a new one")
+    with _partial(dest, "partial") as work:
+        if store.engine == "sqlite":
+            facts = _sqlite_copy(store.sqlite_path, work / SQLITE_FILE)
+        else:
+            assert store.db_url is not None
+            facts = _pg_dump(store.db_url, work / PG_DUMP)
+        _crash_point("backup:database")
+        problems = []
+        copied = []
+        total = 0
+        for sha in facts["hashes"]:
+            where = work / BLOBS / sha[:2] / sha
+            problem = _copy_checked(store.blob_dir / sha[:2] / sha, where, sha)
+            if problem is not None:
+                problems.append(problem)
+            else:
+                copied.append(sha)
+                total += where.stat().st_size
+            _crash_point("backup:blob")
+        for d in [work / BLOBS, *(work / BLOBS).glob("*")] if (work / BLOBS).exists() else []:
+            _fsync_dir(d)
+        token = store.data_dir / ADMIN_TOKEN
+        if token.is_file():
+            _write_file(work / ADMIN_TOKEN, token.read_bytes())
+        manifest = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "engine": store.engine,
+            "agentpost_version": __version__,
+            "schema_version": facts["schema_version"],
+            "created_at": int(time.time()),
+            "counts": facts["counts"],
+            "blobs": len(copied),
+            "blob_bytes": total,
+            "problems": problems,
+            "blob_hashes": copied,
+        }
+        if "pg_schema" in facts:
+            manifest["pg_schema"] = facts["pg_schema"]
+        _write_file(work / MANIFEST, json.dumps(manifest, indent=2).encode() + b"\n")
+        _fsync_dir(work)
+        _crash_point("backup:written")
+    return manifest
+
+
+def _sqlite_copy(path: Path, out: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise OpsError(Code.NOT_FOUND, f"no hub database at {path}")
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    os.close(fd)
+    src = sqlite3.connect(path, timeout=30)
+    try:
+        dst = sqlite3.connect(out)
+        try:
+            # pages=-1: the whole database in one step, so in one read transaction; with WAL
+            # the hub's writers go on meanwhile.
+            src.backup(dst, pages=-1)
+            dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+            if dst.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise OpsError(Code.STORAGE_UNAVAILABLE, f"the copy of {path} fails its check")
+            facts = _facts(lambda sql: dst.execute(sql).fetchall())
+        finally:
+            dst.close()
+    except sqlite3.Error as exc:
+        raise OpsError(Code.STORAGE_UNAVAILABLE, f"cannot copy {path}: {exc}") from exc
+    finally:
+        src.close()
+    with open(out, "rb+") as f:
+        os.fsync(f.fileno())
+    return facts
+
+
+def _quoted(name: str) -> str:
+    """A schema name as a pg_dump pattern that matches it alone."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _pg_dump(url: str, out: Path) -> dict[str, Any]:
+    pg_dump = _pg_tool("pg_dump")
+    safe_url, env = _pg_env(url)
+    conn = pg_connect(url)
+    try:
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        snapshot = conn.execute("SELECT pg_export_snapshot()").fetchone()[0]
+        schema = conn.execute("SELECT current_schema()").fetchone()[0]
+        facts = _facts(lambda sql: conn.execute(sql).fetchall())
+        facts["pg_schema"] = schema
+        # The same snapshot for the dump: the media rows above are the dump's.
+        _run_tool(
+            [pg_dump, "--format=custom", "--no-owner", "--no-privileges",
+             f"--snapshot={snapshot}", f"--schema={_quoted(schema)}", f"--file={out}",
+             f"--dbname={safe_url}"],
+            env,
+            "pg_dump",
+        )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    os.chmod(out, FILE_MODE)
+    return facts
+
+
+# -- restore ------------------------------------------------------------------------------
+
+
+def read_manifest(src: Path) -> dict[str, Any]:
+    try:
+        manifest: dict[str, Any] = json.loads((src / MANIFEST).read_text("utf-8"))
+    except FileNotFoundError:
+        raise OpsError(Code.BACKUP_INVALID, f"{src} is not an agentpost backup (no manifest)") from None
+    except (OSError, ValueError) as exc:
+        raise OpsError(Code.BACKUP_INVALID, f"{src / MANIFEST} cannot be read: {exc}") from exc
+    if manifest.get("format") != FORMAT or not isinstance(manifest.get("schema_version"), int):
+        raise OpsError(Code.BACKUP_INVALID, f"{src} is not an agentpost backup")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise OpsError(
+            Code.BACKUP_INVALID,
+            f"{src} is backup format {manifest.get('format_version')}; this agentpost reads "
+            f"{FORMAT_VERSION}",
+        )
+    return manifest
+
+
+def check_backup(src: Path) -> tuple[dict[str, Any], list[str]]:
+    """The manifest and what is wrong with the backup at `src` (its blobs hashed, its
+    database checked), without changing it."""
+    manifest = read_manifest(src)
+    problems: list[str] = []
+    engine = manifest.get("engine")
+    if engine == "sqlite":
+        db = src / SQLITE_FILE
+        if not db.is_file():
+            return manifest, [f"{db} is missing"]
+        conn = sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True)
+        try:
+            if conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+                problems.append(f"{db} fails SQLite's integrity check")
+            hashes = _facts(lambda sql: conn.execute(sql).fetchall())["hashes"]
+        except sqlite3.Error as exc:
+            return manifest, [f"{db} cannot be read: {exc}"]
+        finally:
+            conn.close()
+    elif engine == "postgresql":
+        dump = src / PG_DUMP
+        if not dump.is_file():
+            return manifest, [f"{dump} is missing"]
+        listed = subprocess.run(
+            [_pg_tool("pg_restore"), "--list", str(dump)], capture_output=True, text=True,
+            check=False,
+        )
+        if listed.returncode != 0:
+            problems.append(f"{dump} cannot be read: {listed.stderr.strip()[-500:]}")
+        hashes = [str(h) for h in manifest.get("blob_hashes", [])]
+    else:
+        return manifest, [f"unknown engine {engine!r} in the manifest"]
+    for sha in hashes:
+        blob = src / BLOBS / sha[:2] / sha
+        if not blob.is_file():
+            problems.append(f"the bytes of {sha} are missing from the backup")
+        elif hash_file(blob)[0] != sha:
+            problems.append(f"the bytes of {sha} in the backup do not match their hash")
+    return manifest, problems
+
+
+def restore(src: Path, target: Store) -> dict[str, Any]:
+    """Restore the backup at `src` into `target`: an empty data dir (SQLite) or an empty
+    database (PostgreSQL). Checked whole first; nothing is changed when it fails."""
+    with _private():
+        return _restore(src, target)
+
+
+def _restore(src: Path, target: Store) -> dict[str, Any]:
+    manifest, problems = check_backup(src)
+    if manifest["engine"] != target.engine:
+        raise OpsError(
+            Code.INVALID_REQUEST,
+            f"{src} is a backup of a {manifest['engine']} hub; restore it into the same engine "
+            f"(this target is {target.engine})",
+        )
+    known = migrate.known_version(target.engine)
+    if manifest["schema_version"] > known:
+        raise migrate.SchemaTooNew(manifest["schema_version"], known)
+    if problems:
+        raise OpsError(
+            Code.BACKUP_INVALID,
+            f"{src} fails its check; nothing was restored: " + "; ".join(problems[:5]),
+            problems=problems,
+        )
+    if target.engine == "sqlite":
+        if target.db_url is not None:
+            raise OpsError(Code.INVALID_REQUEST, "restore a SQLite backup with --data DIR")
+        if not _empty_or_missing(target.data_dir):
+            raise OpsError(
+                Code.TARGET_NOT_EMPTY,
+                f"{target.data_dir} is not empty; restore into a new or empty data dir",
+            )
+        with _partial(target.data_dir, "restoring") as work:
+            shutil.copyfile(src / SQLITE_FILE, work / SQLITE_FILE)
+            os.chmod(work / SQLITE_FILE, FILE_MODE)
+            _copy_blobs(src, work / BLOBS)
+            if (src / ADMIN_TOKEN).is_file():
+                _write_file(work / ADMIN_TOKEN, (src / ADMIN_TOKEN).read_bytes())
+            with open(work / SQLITE_FILE, "rb+") as f:
+                os.fsync(f.fileno())
+            _fsync_dir(work)
+            _crash_point("restore:copied")
+    else:
+        assert target.db_url is not None
+        _pg_restore(src, target, manifest)
+    return manifest
+
+
+def _copy_blobs(src: Path, blob_dir: Path) -> None:
+    blob_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    for blob in sorted((src / BLOBS).glob("*/*")):
+        if blob.name.startswith("."):
+            continue
+        problem = _copy_checked(blob, blob_dir / blob.name[:2] / blob.name, blob.name)
+        if problem is not None:
+            raise OpsError(Code.BACKUP_INVALID, problem)
+    for d in [blob_dir, *blob_dir.glob("*")]:
+        if d.is_dir():
+            _fsync_dir(d)
+
+
+def _pg_restore(src: Path, target: Store, manifest: dict[str, Any]) -> None:
+    assert target.db_url is not None
+    pg_restore = _pg_tool("pg_restore")
+    conn = pg_connect(target.db_url)
+    try:
+        schema = conn.execute("SELECT current_schema()").fetchone()[0]
+        tables = conn.execute(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+        ).fetchone()[0]
+        if schema is None:  # the search_path names a schema that is not there (yet)
+            schema = conn.execute(
+                "SELECT trim(both '\"' from split_part(current_setting('search_path'), ',', 1))"
+            ).fetchone()[0]
+    finally:
+        conn.close()
+    wanted = manifest.get("pg_schema", "public")
+    if schema != wanted:
+        raise OpsError(
+            Code.INVALID_REQUEST,
+            f"the backup holds schema {wanted!r} and this database's search_path starts at "
+            f"{schema!r}: restore into a database whose search_path is {wanted!r}",
+        )
+    if tables:
+        raise OpsError(
+            Code.TARGET_NOT_EMPTY,
+            f"the database has {tables} tables; restore into a new, empty database",
+        )
+    _copy_blobs(src, target.blob_dir)  # first: copying a content-addressed blob twice is harmless
+    _crash_point("restore:blobs")
+    safe_url, env = _pg_env(target.db_url)
+    _run_tool(
+        [pg_restore, "--no-owner", "--no-privileges", "--single-transaction", "--exit-on-error",
+         f"--dbname={safe_url}", str(src / PG_DUMP)],
+        env,
+        "pg_restore",
+    )
+    token = src / ADMIN_TOKEN
+    if token.is_file() and not (target.data_dir / ADMIN_TOKEN).exists():
+        target.data_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        _write_file(target.data_dir / ADMIN_TOKEN, token.read_bytes())
