@@ -1,0 +1,49 @@
+"""docs/operations.md runs as written against a hub with the README's first steps (a workspace,
+a room, a keyed post, an upload), and says what it says: the backup and the restore check
+clean, counting what the hub holds, and a second restore is refused."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from hubproc import HubProcess, make_setup
+from walkrun import run_script
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
+def test_docs_operations_md_runs_as_written(hub: HubProcess, tmp_path: Path) -> None:
+    setup = make_setup(hub, ["alice"], ["bot"])
+    with hub.client(setup.tokens["alice"]) as c:
+        r = c.post(f"/v1/rooms/{setup.room}/messages", json={"text": "hello"})
+        assert r.status_code == 201, r.text
+        r = c.post(f"/v1/rooms/{setup.room}/media", files={"file": ("a.txt", b"all green\n")})
+        assert r.status_code == 201, r.text
+    (script,) = re.findall(r"```sh\n(.*?)```", (ROOT / "docs/operations.md").read_text(), re.S)
+    script = script.replace(
+        'agentpost db restore "$BK/hub-backup" --data "$BK/restored"   # never over a data dir',
+        'if agentpost db restore "$BK/hub-backup" --data "$BK/restored"; then exit 99; fi',
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
+    env |= {
+        "AGENTPOST_HOME": str(hub.data_dir),
+        "AGENTPOST_HUB": hub.url,
+        "PATH": f"{Path(sys.executable).parent}:{env['PATH']}",
+        "TMPDIR": str(tmp_path / "tmp"),
+    }
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "clone").mkdir()  # the page runs in the clone: its .venv
+    (tmp_path / "clone" / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    p = run_script(script, tmp_path / "clone", env, 120, "docs/operations.md")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "backed up sqlite schema" in p.stdout and "2 events in 1 rooms, 1 files" in p.stdout
+    assert p.stdout.count("ok: schema") == 2, p.stdout
+    assert "1 rooms, 2 events, 1 media" in p.stdout, p.stdout
+    assert "error target_not_empty" in p.stderr and "restored is not empty" in p.stderr
+    assert list((tmp_path / "tmp").iterdir()) == []  # rm -r "$BK": nothing left behind
