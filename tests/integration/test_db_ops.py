@@ -28,8 +28,9 @@ from hubproc import HubProcess, Setup, make_setup
 CRASH_ENV = "AGENTPOST_DB_CRASH_POINT"
 
 
-def _db(args: list[str], hub: HubProcess, env: dict[str, str] | None = None,
-        **kw: Any) -> subprocess.CompletedProcess[str]:
+def _db(
+    args: list[str], hub: HubProcess, env: dict[str, str] | None = None, **kw: Any
+) -> subprocess.CompletedProcess[str]:
     """`agentpost db ARGS --json` for the data home of `hub` (its database by env)."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
     full |= env or {}
@@ -37,7 +38,11 @@ def _db(args: list[str], hub: HubProcess, env: dict[str, str] | None = None,
         full["AGENTPOST_DB"] = hub.db_url
     return subprocess.run(
         [sys.executable, "-m", "agentpost", "db", *args, "--json"],
-        capture_output=True, text=True, env=full, timeout=120, **kw,
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=120,
+        **kw,
     )
 
 
@@ -128,8 +133,13 @@ def _restored_hub(tmp_path: Path, other_db: str | None) -> HubProcess:
     return HubProcess(tmp_path / "restored", db_url=other_db).start()
 
 
-def _restore(src: Path, hub: HubProcess, target: Path, other_db: str | None,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _restore(
+    src: Path,
+    hub: HubProcess,
+    target: Path,
+    other_db: str | None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     extra = {"AGENTPOST_DB": other_db} if other_db is not None else {}
     return _db(["restore", str(src), "--data", str(target)], hub, env={**extra, **(env or {})})
 
@@ -172,8 +182,11 @@ def test_a_backup_of_a_serving_hub_restores_every_event_and_file(
             _post(c, setup.room, "after the restore", "after-restore")  # it serves writes too
     finally:
         restored_hub.stop()
-    v = _db(["verify", "--data", str(tmp_path / "restored")], hub,
-            env={"AGENTPOST_DB": other_db} if other_db else None)
+    v = _db(
+        ["verify", "--data", str(tmp_path / "restored")],
+        hub,
+        env={"AGENTPOST_DB": other_db} if other_db else None,
+    )
     assert v.returncode == 0, v.stdout + v.stderr
     assert json.loads(v.stdout)["ok"] is True
 
@@ -251,10 +264,13 @@ def test_verify_says_what_is_damaged_and_changes_nothing(hub: HubProcess) -> Non
     blobs = sorted((hub.data_dir / "blobs").glob("??/*"))
     blobs[0].unlink()
     blobs[1].write_bytes(b"tampered")
-    _damage(hub, [
-        f"DELETE FROM events WHERE room_id = '{setup.room}' AND seq = 7",
-        "UPDATE idempotency_keys SET state = 'weird' WHERE key = 'seed-3'",
-    ])
+    _damage(
+        hub,
+        [
+            f"DELETE FROM events WHERE room_id = '{setup.room}' AND seq = 7",
+            "UPDATE idempotency_keys SET state = 'weird' WHERE key = 'seed-3'",
+        ],
+    )
     files_before = {p: p.stat().st_mtime_ns for p in hub.data_dir.rglob("*") if p.is_file()}
     v = _db(["verify", "--data", str(hub.data_dir)], hub)
     assert v.returncode == 1, v.stdout + v.stderr
@@ -302,8 +318,10 @@ def test_a_restore_killed_midway_leaves_the_target_as_it_was_and_runs_again(
         import psycopg
 
         with psycopg.connect(other_db, autocommit=True) as pg:  # nothing restored yet
-            assert pg.execute("SELECT COUNT(*) FROM information_schema.tables WHERE "
-                              "table_schema = current_schema()").fetchone() == (0,)
+            assert pg.execute(
+                "SELECT COUNT(*) FROM information_schema.tables WHERE "
+                "table_schema = current_schema()"
+            ).fetchone() == (0,)
     p = _restore(dest, hub, target, other_db)
     assert p.returncode == 0, p.stdout + p.stderr
     restored_hub = _restored_hub(tmp_path, other_db)

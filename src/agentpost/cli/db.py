@@ -71,8 +71,11 @@ _BLOBS = click.option(
 
 
 def _store(
-    db_url: str | None, db_password_file: Path | None, data_dir: Path | None,
-    blobs_dir: Path | None, as_json: bool,
+    db_url: str | None,
+    db_password_file: Path | None,
+    data_dir: Path | None,
+    blobs_dir: Path | None,
+    as_json: bool,
 ) -> Any:
     from agentpost.hub.config import default_data_dir
     from agentpost.store.backup import Store
@@ -83,9 +86,12 @@ def _store(
         fail(as_json, exc.code, exc.message, False, EXIT_FINAL)
     if url is not None and not url.startswith(("sqlite:///", "postgresql://", "postgres://")):
         fail(
-            as_json, "invalid_request",
+            as_json,
+            "invalid_request",
             f"unsupported database URL '{url.partition(':')[0]}:…' "
-            "(expected sqlite:///PATH or postgresql://…)", False, EXIT_FINAL,
+            "(expected sqlite:///PATH or postgresql://…)",
+            False,
+            EXIT_FINAL,
         )
     data = data_dir or default_data_dir()
     return Store(url, data, blobs_dir or data / "blobs")
@@ -96,8 +102,9 @@ def _failed(as_json: bool, exc: Exception) -> NoReturn:
 
     if isinstance(exc, AgentpostError):
         retryable = exc.code in (Code.STORAGE_UNAVAILABLE, Code.BUSY)
-        fail(as_json, str(exc.code), exc.message, retryable,
-             EXIT_RETRY if retryable else EXIT_FINAL)
+        fail(
+            as_json, str(exc.code), exc.message, retryable, EXIT_RETRY if retryable else EXIT_FINAL
+        )
     fail(as_json, "storage_unavailable", str(exc), False, EXIT_FINAL)
 
 
@@ -106,8 +113,12 @@ def _failed(as_json: bool, exc: Exception) -> NoReturn:
 @_where
 @json_option
 def backup_cmd(
-    dest: Path, db_url: str | None, db_password_file: Path | None, data_dir: Path | None,
-    blobs_dir: Path | None, as_json: bool,
+    dest: Path,
+    db_url: str | None,
+    db_password_file: Path | None,
+    data_dir: Path | None,
+    blobs_dir: Path | None,
+    as_json: bool,
 ) -> None:
     """Back up a hub, while it serves, into the new directory DEST: a consistent copy of the
     database (SQLite's online backup; pg_dump on PostgreSQL) and every file its media name."""
@@ -135,10 +146,12 @@ def backup_cmd(
         emit(as_json, {"backup": str(dest), **manifest}, human)
     if problems:
         fail(
-            as_json, "backup_incomplete",
+            as_json,
+            "backup_incomplete",
             f"{len(problems)} media files were missing or damaged in the hub's own store; the "
             f"backup holds everything else (listed in {dest / backup.MANIFEST})",
-            False, EXIT_FINAL,
+            False,
+            EXIT_FINAL,
         )
 
 
@@ -147,8 +160,12 @@ def backup_cmd(
 @_where
 @json_option
 def restore_cmd(
-    src: Path, db_url: str | None, db_password_file: Path | None, data_dir: Path | None,
-    blobs_dir: Path | None, as_json: bool,
+    src: Path,
+    db_url: str | None,
+    db_password_file: Path | None,
+    data_dir: Path | None,
+    blobs_dir: Path | None,
+    as_json: bool,
 ) -> None:
     """Restore the backup SRC into a new or empty data dir (SQLite) or an empty database
     (PostgreSQL, with --db). The backup is checked whole first; nothing is changed if it
@@ -158,9 +175,13 @@ def restore_cmd(
 
     store = _store(db_url, db_password_file, data_dir, blobs_dir, as_json)
     if store.engine == "sqlite" and data_dir is None:
-        fail(as_json, "invalid_request",
-             "name the new data dir with --data DIR (restore never writes over a data dir)",
-             False, EXIT_FINAL)
+        fail(
+            as_json,
+            "invalid_request",
+            "name the new data dir with --data DIR (restore never writes over a data dir)",
+            False,
+            EXIT_FINAL,
+        )
     try:
         manifest = backup.restore(src, store)
     except (AgentpostError, OSError, sqlite3.Error) as exc:
@@ -179,12 +200,19 @@ def restore_cmd(
 
 @db.command("verify")
 @_where
-@click.option("--quick", is_flag=True, help="Check that each media file is there and of its "
-              "size, without hashing it.")
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="Check that each media file is there and of its size, without hashing it.",
+)
 @json_option
 def verify_cmd(
-    db_url: str | None, db_password_file: Path | None, data_dir: Path | None,
-    blobs_dir: Path | None, quick: bool, as_json: bool,
+    db_url: str | None,
+    db_password_file: Path | None,
+    data_dir: Path | None,
+    blobs_dir: Path | None,
+    quick: bool,
+    as_json: bool,
 ) -> None:
     """Check a data home (or a backup directory, with --data) and say what is wrong;
     changes nothing. Exit 1 when something is."""
@@ -203,7 +231,9 @@ def verify_cmd(
             console.print(f"[red]problem[/red] {p['check']}: {p['message']}", highlight=False)
         for n in report.notes:
             console.print(f"note: {n}", highlight=False)
-        state = "ok" if report.ok else f"{sum(report.as_json()['problem_counts'].values())} problems"
+        state = (
+            "ok" if report.ok else f"{sum(report.as_json()['problem_counts'].values())} problems"
+        )
         console.print(
             f"{state}: schema {c.get('schema_version')}, {c.get('rooms', 0)} rooms, "
             f"{c.get('events', 0)} events, {c.get('media', 0)} media, {c.get('keys', 0)} keys, "

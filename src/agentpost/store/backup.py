@@ -371,9 +371,16 @@ def _pg_dump(url: str, out: Path) -> dict[str, Any]:
         facts["pg_schema"] = schema
         # The same snapshot for the dump: the media rows above are the dump's.
         _run_tool(
-            [pg_dump, "--format=custom", "--no-owner", "--no-privileges",
-             f"--snapshot={snapshot}", f"--schema={_quoted(schema)}", f"--file={out}",
-             f"--dbname={safe_url}"],
+            [
+                pg_dump,
+                "--format=custom",
+                "--no-owner",
+                "--no-privileges",
+                f"--snapshot={snapshot}",
+                f"--schema={_quoted(schema)}",
+                f"--file={out}",
+                f"--dbname={safe_url}",
+            ],
             env,
             "pg_dump",
         )
@@ -391,7 +398,9 @@ def read_manifest(src: Path) -> dict[str, Any]:
     try:
         manifest: dict[str, Any] = json.loads((src / MANIFEST).read_text("utf-8"))
     except FileNotFoundError:
-        raise OpsError(Code.BACKUP_INVALID, f"{src} is not an agentpost backup (no manifest)") from None
+        raise OpsError(
+            Code.BACKUP_INVALID, f"{src} is not an agentpost backup (no manifest)"
+        ) from None
     except (OSError, ValueError) as exc:
         raise OpsError(Code.BACKUP_INVALID, f"{src / MANIFEST} cannot be read: {exc}") from exc
     if manifest.get("format") != FORMAT or not isinstance(manifest.get("schema_version"), int):
@@ -429,7 +438,9 @@ def check_backup(src: Path) -> tuple[dict[str, Any], list[str]]:
         if not dump.is_file():
             return manifest, [f"{dump} is missing"]
         listed = subprocess.run(
-            [_pg_tool("pg_restore"), "--list", str(dump)], capture_output=True, text=True,
+            [_pg_tool("pg_restore"), "--list", str(dump)],
+            capture_output=True,
+            text=True,
             check=False,
         )
         if listed.returncode != 0:
@@ -538,8 +549,15 @@ def _pg_restore(src: Path, target: Store, manifest: dict[str, Any]) -> None:
     _crash_point("restore:blobs")
     safe_url, env = _pg_env(target.db_url)
     _run_tool(
-        [pg_restore, "--no-owner", "--no-privileges", "--single-transaction", "--exit-on-error",
-         f"--dbname={safe_url}", str(src / PG_DUMP)],
+        [
+            pg_restore,
+            "--no-owner",
+            "--no-privileges",
+            "--single-transaction",
+            "--exit-on-error",
+            f"--dbname={safe_url}",
+            str(src / PG_DUMP),
+        ],
         env,
         "pg_restore",
     )

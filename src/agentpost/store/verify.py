@@ -172,9 +172,7 @@ def _seqs(q: Query, report: Report) -> None:
                 report.problem("seqs", f"room {room}: last_seq {last} but no events")
             continue
         if int(low) != 1 or int(high) != count:
-            report.problem(
-                "seqs", f"room {room}: {count} events numbered {low}..{high}: a gap"
-            )
+            report.problem("seqs", f"room {room}: {count} events numbered {low}..{high}: a gap")
         if int(high) != last:
             report.problem("seqs", f"room {room}: last_seq {last}, last event {high}")
     orphans = q(
@@ -203,8 +201,10 @@ def _events(q: Query, report: Report) -> None:
             except (ValueError, AttributeError):
                 good = False
             if not good:
-                report.problem("events", f"event {event_id} (room {room} seq {seq}): body is "
-                               "not that event's JSON")
+                report.problem(
+                    "events",
+                    f"event {event_id} (room {room} seq {seq}): body is not that event's JSON",
+                )
         if len(rows) < _BATCH:
             break
         after = (rows[-1][0], int(rows[-1][1]))
@@ -230,9 +230,13 @@ def _media(q: Query, store: Store, report: Report, hash_blobs: bool) -> None:
         if found is None:
             report.problem("media", f"media {media_id}: its bytes are missing ({path})")
         elif found[1] != int(size):
-            report.problem("media", f"media {media_id}: {found[1]} bytes on disk, {size} in its row")
+            report.problem(
+                "media", f"media {media_id}: {found[1]} bytes on disk, {size} in its row"
+            )
         elif found[0] != sha:
-            report.problem("media", f"media {media_id}: the bytes on disk do not match sha256 {sha}")
+            report.problem(
+                "media", f"media {media_id}: the bytes on disk do not match sha256 {sha}"
+            )
     report.counts["blobs"] = len(named)
     if store.blob_dir.is_dir():
         spare = [p for p in store.blob_dir.glob("??/*") if p.name not in named]
@@ -242,8 +246,10 @@ def _media(q: Query, store: Store, report: Report, hash_blobs: bool) -> None:
 
 
 def _keys(q: Query, report: Report) -> None:
-    rows = q("SELECT member_id, key, fingerprint, state, status, body, event_id FROM "
-             "idempotency_keys", ())
+    rows = q(
+        "SELECT member_id, key, fingerprint, state, status, body, event_id FROM idempotency_keys",
+        (),
+    )
     report.counts["keys"] = len(rows)
     for member, key, fingerprint, state, status, body, event_id in rows:
         where = f"key {key!r} of {member}"
