@@ -53,6 +53,16 @@ def state_of(db: Db, who: Member, event_id: str, room_id: str | None = None) -> 
     return DeliveryOut(event.id, room.id, targets, _receipts(db, event, agents))
 
 
+def receipts_for(db: Db, event: Event) -> list[ReceiptState] | None:
+    """The `receipts` of `event`'s delivery state (None: it asked no agent), for a reader
+    already allowed to read its room (an export, hub/export.py)."""
+    agents: list[str] = []
+    if event.sender_kind == "human" and event.targets:
+        rows = delivery.targets(db, event.room, event.seq)
+        agents = [r.member for r in rows if r.kind == "agent"]
+    return _receipts(db, event, agents)
+
+
 def _target(
     name: str, state: str, status: str, read_at: int | None, acked_at: int | None
 ) -> TargetState:

@@ -120,6 +120,17 @@ def by_id(db: Db, event_id: str) -> tuple[str, int, bytes] | None:
     return (row[0], int(row[1]), bytes(row[2])) if row else None
 
 
+def seqs_of(db: Db, room_id: str, event_ids: list[str]) -> dict[str, int]:
+    """id → seq of those of `event_ids` that are events of the room."""
+    if not event_ids:
+        return {}
+    marks = ",".join("?" * len(event_ids))
+    rows = db.all(
+        f"SELECT id, seq FROM events WHERE room_id = ? AND id IN ({marks})", (room_id, *event_ids)
+    )
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
 def room_of(db: Db, event_id: str) -> str | None:
     """The room an event is in (None: no such event)."""
     row = db.one("SELECT room_id FROM events WHERE id = ?", (event_id,))

@@ -106,6 +106,14 @@ def rooms_of_member(db: Db, member_id: str) -> list[Room]:
     return [_room(r) for r in rows]
 
 
+def rooms_of_workspace(db: Db, workspace_id: str) -> list[Room]:
+    """Every room of the workspace, archived ones and threads too, by name."""
+    rows = db.all(
+        f"SELECT {_COLS} FROM rooms WHERE workspace_id = ? ORDER BY name", (workspace_id,)
+    )
+    return [_room(r) for r in rows]
+
+
 def set_archived(db: Db, room_id: str, archived: bool) -> None:
     db.run("UPDATE rooms SET archived = ? WHERE id = ?", (int(archived), room_id))
 
