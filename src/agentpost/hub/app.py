@@ -40,6 +40,7 @@ from agentpost.hub.routes import (
     admin,
     delivery,
     events,
+    export,
     inbox,
     leases,
     members,
@@ -109,6 +110,7 @@ ROUTES = [
     Route("/v1/workspaces/{ws}/members", members.list_members, methods=["GET"]),
     Route("/v1/workspaces/{ws}/members/{name}", members.get_member, methods=["GET"]),
     Route("/v1/rooms/{room}/cancel", messages.cancel, methods=["POST"]),
+    *export.ROUTES,
     Route("/", web.index, methods=["GET"]),
     Route("/web/{asset}", web.asset, methods=["GET"]),
 ]

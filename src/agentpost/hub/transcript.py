@@ -89,8 +89,9 @@ def event(
         head += f", replying to {_ref(seqs.get(ev.in_reply_to), ev.in_reply_to)}"
         if kind:
             head += f" ({_BADGES.get(kind, kind)})"
-    if ev.redacted:
-        return f"{head}: *(message deleted)*\n\n"
+    if ev.redacted:  # by a redaction, or by the room's retention (docs/operations.md)
+        gone = "expired under the room's retention" if "retention" in ev.metadata else "deleted"
+        return f"{head}: *(message {gone})*\n\n"
     if ev.edited:
         head += " *(edited)*"
     out = head + ":" + (_text(ev.text) if ev.text else "")

@@ -63,3 +63,11 @@ def redact(db: Db, room_id: str, ids: list[str]) -> None:
             f"UPDATE media SET redacted = 1 WHERE room_id = ? AND id IN ({marks})",
             (room_id, *ids),
         )
+
+
+def total_size(db: Db, room_id: str) -> int:
+    """The bytes of the room's files still served (not redacted), each counted once."""
+    row = db.one(
+        "SELECT COALESCE(SUM(size), 0) FROM media WHERE room_id = ? AND redacted = 0", (room_id,)
+    )
+    return int(row[0]) if row else 0

@@ -24,6 +24,7 @@ FEATURES = [
     "relations",
     "read_markers",  # POST /v1/rooms/{room}/read; rooms carry read_seq and unread
     "room_presence",  # a room stream's presence frames with ?presence=1
+    "export",  # GET /v1/rooms/{room}/export, the operator's workspace export
 ]
 
 
