@@ -26,7 +26,7 @@ USAGE_ERROR = "usage_error"
 # post` loads neither mail nor the hub, and every CLI call and hub start is that much faster.
 # A group names every module that adds a subcommand to it (tests/unit/test_cli_lazy.py).
 COMMANDS: dict[str, tuple[str, ...]] = {
-    "admin": ("admin",),
+    "admin": ("admin", "export"),
     "capabilities": ("rooms",),
     "connect": ("connect",),
     "db": ("db",),
@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "post": ("rooms",),
     "react": ("relations",),
     "redact": ("relations",),
-    "room": ("rooms", "room_ops", "inbox"),
+    "room": ("rooms", "room_ops", "inbox", "export"),
     "search": ("search",),
     "serve": ("serve",),
     "status": ("status",),

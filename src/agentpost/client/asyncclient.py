@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import hashlib
 import os
 import ssl
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 from urllib.parse import unquote
@@ -15,7 +16,7 @@ from urllib.parse import unquote
 import httpx
 import msgspec
 
-from agentpost.client import threads
+from agentpost.client import exports, threads
 from agentpost.client.errors import (
     HubError,
     HubRefused,
@@ -672,17 +673,23 @@ class AsyncHubClient:
         return msgspec.convert(resp.json()["room"], Room)
 
     async def fetch_media(
-        self, media_id: str, sink: BinaryIO, max_bytes: int | None = None
+        self,
+        media_id: str,
+        sink: BinaryIO,
+        max_bytes: int | None = None,
+        workspace: str | None = None,
     ) -> Download:
         """Write the media's bytes to `sink`, checking them against the hub's sha256, with
         the file's name as the hub gives it; refuses one over `max_bytes` (`download` is
-        the Worker's capped save to a path)."""
+        the Worker's capped save to a path). With `workspace`, the operator's download of a
+        file of that workspace (admin token; docs/api.md "Export")."""
         digest = hashlib.sha256()
         size = 0
+        path = f"/media/{segment(media_id, 'media id')}"
+        if workspace is not None:  # the operator's route for the same file
+            path = f"/admin/workspaces/{segment(workspace, 'workspace')}{path}"
         try:
-            async with self._http.stream(
-                "GET", f"/v1/media/{segment(media_id, 'media id')}"
-            ) as resp:
+            async with self._http.stream("GET", "/v1" + path) as resp:
                 if resp.status_code >= 300:
                     await resp.aread()
                     raise error_from_response(resp)
@@ -703,6 +710,37 @@ class AsyncHubClient:
                 "download_corrupt", f"media {media_id}: the bytes do not match its sha256"
             )
         return Download(name=name or media_id, size=size, sha256=digest.hexdigest())
+
+    @contextlib.asynccontextmanager
+    async def streamed(
+        self, path: str, params: dict[str, str] | None = None
+    ) -> AsyncIterator[httpx.Response]:
+        """A GET whose body is read as it arrives (an export): a 2xx response, else the
+        hub's error; a connection that breaks on the way is `HubUnreachable`."""
+        checked_path(path)
+        try:
+            async with self._http.stream("GET", path, params=params) as resp:
+                if resp.status_code >= 300:
+                    await resp.aread()
+                    raise error_from_response(resp)
+                yield resp
+        except httpx.TransportError as exc:
+            raise HubUnreachable(
+                f"{path} from {self.hub} cut: {exc or type(exc).__name__}"
+            ) from exc
+
+    async def export_room(
+        self, room_id: str, sink: BinaryIO, format: str = "jsonl", files: str = "paths"
+    ) -> exports.Export:
+        """Write the room's export to `sink` as it arrives; raises when it does not end
+        whole (client/exports.py)."""
+        return await exports.export_room(self, room_id, sink, format, files)
+
+    async def export_workspace(
+        self, workspace: str, on_line: Callable[[bytes], None]
+    ) -> dict[str, Any]:
+        """The operator's export of every room of `workspace`, line by line (admin token)."""
+        return await exports.export_workspace(self, workspace, on_line)
 
     async def set_archived(self, room_id: str, archived: bool) -> Room:
         action = "archive" if archived else "unarchive"

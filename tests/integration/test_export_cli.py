@@ -1,0 +1,185 @@
+"""`agentpost room export` and `agentpost admin workspace export` (docs/cli.md "Export"),
+run as the real command against a real hub: an export directory holds the export and every
+file it names, each checked by sha256; a file changed on the hub stops the command.
+
+One hub per engine serves this module, each test in a workspace of its own."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentpost.hub.blobs import BlobStore
+from clirun import agentpost, json_error
+from hubproc import Setup
+
+
+@pytest.fixture
+def setup(shared_setup: Setup) -> Setup:
+    return shared_setup
+
+
+def _upload(setup: Setup, data: bytes, name: str, token: str | None = None) -> dict[str, Any]:
+    with setup.hub.client(token or setup.tokens["alice"]) as c:
+        r = c.post(f"/v1/rooms/{setup.room}/media", files={"file": (name, data, "text/plain")})
+        assert r.status_code == 201, r.text
+        event: dict[str, Any] = r.json()["event"]
+        return event
+
+
+def _post(setup: Setup, text: str, room: str | None = None) -> dict[str, Any]:
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        r = c.post(f"/v1/rooms/{room or setup.room}/messages", json={"text": text})
+        assert r.status_code == 201, r.text
+        event: dict[str, Any] = r.json()["event"]
+        return event
+
+
+def _private(path: Path) -> bool:
+    return path.stat().st_mode & 0o077 == 0
+
+
+def test_export_into_a_directory_brings_its_files(setup: Setup, tmp_path: Path) -> None:
+    alice = setup.tokens["alice"]
+    _post(setup, "before the files")
+    one = _upload(setup, b"first file\n", "notes.txt")
+    two = _upload(setup, b"second file\n" * 100, "../../etc/passwd")
+    out = tmp_path / "export"
+    p = agentpost(setup.hub, "room", "export", "general", "-o", f"{out}/", "--json", token=alice)
+    said = json.loads(p.stdout)
+    assert said["path"] == str(out / "general.jsonl") and said["format"] == "jsonl"
+    assert said["events"] == 3 and said["last_seq"] == 3
+    assert said["files"] == {"downloaded": 2, "kept": 0, "gone": 0}
+    lines = [json.loads(x) for x in (out / "general.jsonl").read_text().splitlines()]
+    assert lines[0]["export"] == "agentpost-room" and lines[-1]["end"] == "agentpost-room"
+    for event in (one, two):
+        (att,) = event["attachments"]
+        written = out / f"files/{att['id']}-{att['name']}"
+        assert written.parent == out / "files"
+        assert hashlib.sha256(written.read_bytes()).hexdigest() == att["sha256"]
+        assert _private(written)
+    assert _private(out) and _private(out / "general.jsonl") and _private(out / "files")
+    assert not list(out.rglob("*.part"))
+
+    # Again into the same directory: only what is new is fetched, the export replaced.
+    _upload(setup, b"third\n", "more.txt")
+    p = agentpost(setup.hub, "room", "export", "general", "-o", str(out), "--json", token=alice)
+    assert json.loads(p.stdout)["files"] == {"downloaded": 1, "kept": 2, "gone": 0}
+    assert json.loads((out / "general.jsonl").read_text().splitlines()[-1])["last_seq"] == 4
+
+
+def test_markdown_export_into_a_directory_links_and_brings_its_files(
+    setup: Setup, tmp_path: Path
+) -> None:
+    event = _upload(setup, b"chart data\n", "chart.csv")
+    (att,) = event["attachments"]
+    args = ["room", "export", setup.room, "--format", "md", "-o", f"{tmp_path}/"]
+    p = agentpost(setup.hub, *args, token=setup.tokens["carol"])
+    assert "wrote" in p.stdout and "1 downloaded" in p.stdout
+    md = (tmp_path / "general.md").read_text()
+    link = f"files/{att['id']}-chart.csv"
+    assert f"[chart.csv]({link})" in md
+    assert (tmp_path / link).read_bytes() == b"chart data\n"
+
+
+def test_export_to_stdout_and_to_a_file(setup: Setup, tmp_path: Path) -> None:
+    _post(setup, "one line for stdout")
+    p = agentpost(setup.hub, "room", "export", "general", token=setup.tokens["alice"])
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    assert [line.get("text") for line in lines[1:-1]] == ["one line for stdout"]
+    target = tmp_path / "room.md"
+    args = ["room", "export", "general", "--format", "md", "-o", str(target)]
+    p = agentpost(setup.hub, *args, token=setup.tokens["alice"])
+    assert f"wrote {target}" in p.stdout and "files/" not in p.stdout
+    assert "one line for stdout" in target.read_text()
+    assert os.listdir(tmp_path) == ["room.md"]
+
+
+def test_a_file_changed_on_the_hub_stops_the_export_loudly(setup: Setup, tmp_path: Path) -> None:
+    event = _upload(setup, b"the true bytes\n", "truth.txt")
+    (att,) = event["attachments"]
+    blob = BlobStore(setup.hub.data_dir / "blobs").path_of(att["sha256"])
+    os.chmod(blob, 0o600)
+    blob.write_bytes(b"something else\n")
+    out = tmp_path / "export"
+    p = agentpost(
+        setup.hub, "room", "export", "general", "-o", f"{out}/", "--json",
+        token=setup.tokens["alice"], check=False,
+    )  # fmt: skip
+    assert p.returncode != 0
+    err = json_error(p)
+    assert err["code"] == "download_corrupt" and att["id"] in err["message"]
+    assert not (out / "files").exists() or not list((out / "files").iterdir())
+
+
+def test_export_refusals_say_why(setup: Setup, tmp_path: Path) -> None:
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        r = c.post(f"/v1/workspaces/{setup.workspace}/rooms", json={"name": "secret"})
+        assert r.status_code == 201, r.text
+        secret = r.json()["room"]["id"]
+    p = agentpost(
+        setup.hub, "room", "export", secret, "-o", f"{tmp_path}/", "--json",
+        token=setup.tokens["carol"], check=False,
+    )  # fmt: skip
+    assert p.returncode == 1 and json_error(p)["code"] == "channel_membership_required"
+    assert os.listdir(tmp_path) == []  # nothing written, not even a part file
+    p = agentpost(
+        setup.hub, "room", "export", "general", "--format", "md", "--files", "embed", "--json",
+        token=setup.tokens["alice"], check=False,
+    )  # fmt: skip
+    assert p.returncode == 2 and json_error(p)["code"] == "usage_error"
+
+
+def test_admin_exports_every_room_of_a_workspace(setup: Setup, tmp_path: Path) -> None:
+    _post(setup, "in general")
+    event = _upload(setup, b"shared file\n", "shared.txt")
+    with setup.hub.client(setup.tokens["carol"]) as c:
+        r = c.post(f"/v1/workspaces/{setup.workspace}/rooms", json={"name": "side"})
+        assert r.status_code == 201, r.text
+        side = r.json()["room"]["id"]
+        r = c.post(f"/v1/rooms/{side}/messages", json={"text": "carol alone"})
+        assert r.status_code == 201, r.text
+        r = c.post(f"/v1/rooms/{side}/archive")
+        assert r.status_code == 200, r.text
+    out = tmp_path / "ws"
+    p = agentpost(setup.hub, "admin", "workspace", "export", setup.workspace, "-o", str(out))
+    assert "wrote 2 rooms (3 events)" in p.stdout and "1 downloaded" in p.stdout
+    index = json.loads((out / "workspace.json").read_text())
+    assert index["export"] == "agentpost-workspace"
+    assert [(r["name"], r["file"], r["events"]) for r in index["rooms"]] == [
+        ("general", "general.jsonl", 2),
+        ("side", "side.jsonl", 1),
+    ]
+    assert index["files"] == {"downloaded": 1, "kept": 0, "gone": 0}
+    (att,) = event["attachments"]
+    assert (out / f"files/{att['id']}-shared.txt").read_bytes() == b"shared file\n"
+    # Each room's file is what its participant's export holds, event for event.
+    member = agentpost(setup.hub, "room", "export", "general", token=setup.tokens["alice"])
+    mine = [json.loads(x) for x in member.stdout.splitlines()]
+    ops = [json.loads(x) for x in (out / "general.jsonl").read_text().splitlines()]
+    assert ops[1:] == mine[1:]
+    assert ops[0]["exported_by"] is None and ops[0]["room"]["id"] == setup.room
+    side_lines = (out / "side.jsonl").read_text().splitlines()
+    assert json.loads(side_lines[0])["room"]["archived"] is True
+    assert "carol alone" in side_lines[1]
+
+
+def test_workspace_export_needs_the_admin_token(setup: Setup, tmp_path: Path) -> None:
+    p = agentpost(
+        setup.hub, "admin", "workspace", "export", setup.workspace, "-o", str(tmp_path / "x"),
+        "--json", "--admin-token", setup.tokens["alice"], check=False,
+    )  # fmt: skip
+    assert p.returncode == 1 and json_error(p)["code"] == "unauthorized"
+    p = agentpost(
+        setup.hub, "admin", "workspace", "export", "nosuchws", "-o", str(tmp_path / "y"),
+        "--json", check=False,
+    )  # fmt: skip
+    assert p.returncode == 1 and json_error(p)["code"] == "no_workspace"
+    with setup.hub.client(setup.hub.admin_token) as admin:
+        r = admin.get(f"/v1/admin/workspaces/{setup.workspace}/media/md_nothere")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "media_not_found"
