@@ -5,6 +5,7 @@
 
 import * as api from "./api.js";
 import { Composer, newKey } from "./composer.js";
+import { RoomExport } from "./export.js";
 import { Inbox } from "./inbox.js";
 import { Mentions } from "./mentions.js";
 import { Presence } from "./presence.js";
@@ -67,6 +68,13 @@ const composer = new Composer({
   },
 });
 
+const roomExport = new RoomExport({
+  toggle: $("export"),
+  panel: $("export-panel"),
+  buttons: { md: $("export-md"), jsonl: $("export-jsonl") },
+  status: $("export-status"),
+});
+
 function roomStatus(text, down = false) {
   $("room-status").textContent = text;
   $("room-status").classList.toggle("down", down);
@@ -95,6 +103,7 @@ function closeRoom() {
   $("density").hidden = true;
   $("manage").hidden = true;
   showManage(false);
+  roomExport.open(null);
   $("room-title").textContent = "Pick a room";
 }
 
@@ -372,6 +381,7 @@ async function openRoom(roomId) {
 
 function showRoom(room) {
   state.room = room;
+  if (!roomExport.room || roomExport.room.id !== room.id) roomExport.open(room);
   $("room-title").textContent = room.archived ? `${room.name} (archived)` : room.name;
   $("archive").textContent = room.archived ? "Unarchive room" : "Archive room";
   drawManage();
