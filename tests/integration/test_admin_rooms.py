@@ -176,6 +176,7 @@ _ADMIN_MANAGES = [
 _ADMIN_REFUSED = [
     ("`POST /v1/rooms/{room}/messages", "POST", "/v1/rooms/{room}/messages", {"text": "hi"}),
     ("`GET /v1/rooms/{room}/events?", "GET", "/v1/rooms/{room}/events", None),
+    ("`GET /v1/rooms/{room}/export?", "GET", "/v1/rooms/{room}/export", None),
     ("`GET /v1/rooms/{room}/stream`", "GET", "/v1/rooms/{room}/stream", None),
     ("`POST /v1/rooms/{room}/read", "POST", "/v1/rooms/{room}/read", {"seq": 1}),
     ("`POST /v1/rooms/{room}/stream-ticket`", "POST", "/v1/rooms/{room}/stream-ticket", None),

@@ -368,7 +368,8 @@ def workspace_export(
 
     def human() -> None:
         events = sum(int(r["events"]) for r in split.rooms)
-        say(f"wrote {len(split.rooms)} rooms ({events} events) to {output}, index {INDEX}")
+        rooms = f"{len(split.rooms)} room{'s' if len(split.rooms) != 1 else ''}"
+        say(f"wrote {rooms} ({events} events) to {output}, index {INDEX}")
         say(counts.line())
 
     emit(as_json, msgspec.to_builtins(out), human)
