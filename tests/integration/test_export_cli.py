@@ -133,6 +133,11 @@ def test_export_refusals_say_why(setup: Setup, tmp_path: Path) -> None:
         token=setup.tokens["alice"], check=False,
     )  # fmt: skip
     assert p.returncode == 2 and json_error(p)["code"] == "usage_error"
+    p = agentpost(
+        setup.hub, "room", "export", "general", "-o", str(tmp_path / "no" / "such" / "x.jsonl"),
+        "--json", token=setup.tokens["alice"], check=False,
+    )  # fmt: skip
+    assert p.returncode == 1 and json_error(p)["code"] == "cannot_write"
 
 
 def test_admin_exports_every_room_of_a_workspace(setup: Setup, tmp_path: Path) -> None:

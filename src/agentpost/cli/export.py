@@ -249,11 +249,11 @@ def room_export(
             c.export_room(c.resolve_room(room_ref), sys.stdout.buffer, format_, files)
         return
     assert output is not None
-    directory, named = _output(output)
     counts = FileCounts()
     with hub_errors(as_json), client(hub, token) as c:
         room_id = c.resolve_room(room_ref)
         try:
+            directory, named = _output(output)
             with _part(directory) as part:
                 got = c.export_room(room_id, part.sink, format_, files)
                 dest = named if named is not None else directory / got.name
