@@ -154,6 +154,10 @@ def test_admin_exports_every_room_of_a_workspace(setup: Setup, tmp_path: Path) -
     out = tmp_path / "ws"
     p = agentpost(setup.hub, "admin", "workspace", "export", setup.workspace, "-o", str(out))
     assert "wrote 2 rooms (3 events)" in p.stdout and "1 downloaded" in p.stdout
+    assert setup.hub.log_path is not None
+    assert f"the operator exports workspace {setup.workspace} (2 rooms)" in (
+        setup.hub.log_path.read_text()
+    )
     index = json.loads((out / "workspace.json").read_text())
     assert index["export"] == "agentpost-workspace"
     assert [(r["name"], r["file"], r["events"]) for r in index["rooms"]] == [
