@@ -41,7 +41,8 @@ WALKS: dict[str, list[int] | None] = {
     "threads.md": [0, 1],  # the scheduler is a script file (test_docs_threads.py)
     "web.md": None,
 }
-CONTINUE_THE_README = {"threads.md"}  # "after the README's first steps", in its terminal
+# "after the README's first steps", in its terminal (alice's token)
+CONTINUE_THE_README = {"threads.md", "operations.md"}
 ELSEWHERE = {
     "deploy.md": "its own two hubs on PostgreSQL behind nginx, on fixed ports, one killed",
     "api.md": "fragments of requests against a room of the reader's, not a walk-through",

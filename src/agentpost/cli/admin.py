@@ -14,6 +14,7 @@ from agentpost.cli.common import (
     emit,
     hub_errors,
     json_option,
+    keep_for,
     say,
     table,
 )
@@ -204,3 +205,35 @@ def member_token(workspace: str, name: str, hub: str, admin_tok: str | None, as_
         say("Keep the token: it is shown only once. The old one no longer works.")
 
     emit(as_json, data, human)
+
+
+@workspace.command("retention")
+@click.argument("name")
+@click.option(
+    "--events",
+    default=None,
+    help="Keep events this long: 30d, 12h, 90m, 45s or `forever` (the default).",
+)
+@click.option("--media", default=None, help="Keep files this long (same forms).")
+@_admin_options
+@json_option
+def workspace_retention(
+    name: str,
+    events: str | None,
+    media: str | None,
+    hub: str,
+    admin_tok: str | None,
+    as_json: bool,
+) -> None:
+    """Show or set how long the rooms of workspace NAME keep their events and files, unless a
+    room says otherwise (docs/operations.md "Retention")."""
+    from agentpost.cli.room_ops import retention_lines
+
+    change = {}
+    if events is not None:
+        change["events_seconds"] = keep_for(events, inherit=False)
+    if media is not None:
+        change["media_seconds"] = keep_for(media, inherit=False)
+    with hub_errors(as_json), client(hub, admin_token(admin_tok)) as c:
+        kept = c.retention(workspace=name, **change)
+    emit(as_json, {"retention": kept}, lambda: retention_lines(f"workspace {name}", kept))

@@ -235,3 +235,32 @@ def follow(
                 delay = min(delay * 2, RECONNECT_MAX)
     except KeyboardInterrupt:
         return
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def keep_for(value: str, inherit: bool) -> int | None:
+    """A retention option: `30d`, `12h`, `90m`, `45s` (seconds), `forever` (0) or, where
+    `inherit`, `inherit` (None)."""
+    text = value.strip().lower()
+    if text == "forever":
+        return 0
+    if text == "inherit" and inherit:
+        return None
+    number, unit = text[:-1], text[-1:]
+    if unit.isdigit():
+        number, unit = text, "s"
+    if not number.isdigit() or unit not in _UNITS or int(number) <= 0:
+        kinds = "`forever`, `inherit`" if inherit else "`forever`"
+        raise click.BadParameter(f"{value!r}: a duration such as 30d, 12h, 90m, 45s, or {kinds}")
+    return int(number) * _UNITS[unit]
+
+
+def duration_text(seconds: int | None) -> str:
+    if not seconds:
+        return "for ever"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

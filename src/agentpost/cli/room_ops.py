@@ -14,11 +14,13 @@ from agentpost.cli.app import main
 from agentpost.cli.common import (
     EXIT_FINAL,
     client,
+    duration_text,
     emit,
     fail,
     hub_errors,
     hub_options,
     json_option,
+    keep_for,
     say,
     table,
 )
@@ -95,6 +97,49 @@ def _participant_command(present: bool) -> click.Command:
 
     command.__doc__ = "Add member NAME to ROOM." if present else "Take member NAME out of ROOM."
     return room.command("add" if present else "remove")(command)
+
+
+def retention_lines(who: str, kept: dict[str, object]) -> None:
+    eff = kept["effective"]
+    assert isinstance(eff, dict)
+    own = {k: kept[k] for k in ("events_seconds", "media_seconds")}
+    for what, key in (("events", "events_seconds"), ("files", "media_seconds")):
+        if own[key] is not None:
+            how = "set here"
+        else:
+            how = "as its workspace" if who.startswith("room") else "not set"
+        say(f"{who} keeps {what} {duration_text(eff[key])} ({how})")
+
+
+@room.command("retention")
+@click.argument("room_ref", metavar="ROOM")
+@click.option(
+    "--events",
+    default=None,
+    help="Keep events this long: 30d, 12h, 90m, 45s, `forever` or `inherit` (as the workspace).",
+)
+@click.option("--media", default=None, help="Keep files this long (same forms).")
+@hub_options
+@json_option
+def room_retention(
+    room_ref: str,
+    events: str | None,
+    media: str | None,
+    hub: str,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Show or set how long ROOM keeps its events and files (docs/operations.md); older ones
+    become tombstones, their files gone. A human participant sets it."""
+    change = {}
+    if events is not None:
+        change["events_seconds"] = keep_for(events, inherit=True)
+    if media is not None:
+        change["media_seconds"] = keep_for(media, inherit=True)
+    with hub_errors(as_json), client(hub, token) as c:
+        room_id = c.resolve_room(room_ref)
+        kept = c.retention(room_id=room_id, **change)
+    emit(as_json, {"retention": kept}, lambda: retention_lines(f"room {room_ref}", kept))
 
 
 room_add = _participant_command(True)

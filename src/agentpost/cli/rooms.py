@@ -43,6 +43,8 @@ def _event_line(ev: Event, answers: dict[str, str] | None = None) -> str:
     if ev.relates_to is not None:  # an edit, a reaction, a redaction (docs/api.md)
         what = ev.metadata.get("emoji", "") if ev.type == "reaction" else ev.text
         text = f"[dim]{ev.type} of {ev.relates_to}[/dim] {escape(str(what))}"
+    elif ev.redacted and "retention" in ev.metadata:  # docs/operations.md "Retention"
+        text = "[dim](expired under the room's retention)[/dim]"
     elif ev.redacted:
         text = "[dim](message deleted)[/dim]"
     elif ev.edited:

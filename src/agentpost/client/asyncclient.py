@@ -711,6 +711,23 @@ class AsyncHubClient:
             )
         return Download(name=name or media_id, size=size, sha256=digest.hexdigest())
 
+    async def retention(
+        self, room_id: str | None = None, workspace: str | None = None, **change: int | None
+    ) -> dict[str, Any]:
+        """A room's (member token) or a workspace's (admin token) retention, after setting
+        the given `events_seconds` / `media_seconds` when any (docs/operations.md)."""
+        path = (
+            f"/v1/rooms/{segment(room_id, 'room id')}/retention"
+            if room_id is not None
+            else f"/v1/admin/workspaces/{segment(workspace or '', 'workspace')}/retention"
+        )
+        if change:
+            resp = await self.request("PUT", path, json=change)
+        else:
+            resp = await self.request("GET", path)
+        out: dict[str, Any] = resp.json()["retention"]
+        return out
+
     @contextlib.asynccontextmanager
     async def streamed(
         self, path: str, params: dict[str, str] | None = None

@@ -36,6 +36,7 @@ from agentpost.hub.idempotency import Idempotency
 from agentpost.hub.metrics import HubMetrics
 from agentpost.hub.notify import ALL, Notifier
 from agentpost.hub.presence import Presence
+from agentpost.hub.retention import RetentionSweep
 from agentpost.hub.routes import (
     admin,
     delivery,
@@ -75,10 +76,14 @@ ROUTES = [
     Route("/v1/admin/workspaces/{ws}/members", admin.list_members, methods=["GET"]),
     Route("/v1/admin/workspaces/{ws}/members/{name}/token", admin.reissue_token, methods=["POST"]),
     Route("/v1/admin/workspaces/{ws}/members/{name}", admin.remove_member, methods=["DELETE"]),
+    Route("/v1/admin/workspaces/{ws}/retention", admin.get_workspace_retention, methods=["GET"]),
+    Route("/v1/admin/workspaces/{ws}/retention", admin.set_workspace_retention, methods=["PUT"]),
     Route("/v1/workspaces/{ws}/rooms", rooms.create_room, methods=["POST"]),
     Route("/v1/workspaces/{ws}/rooms", rooms.list_rooms, methods=["GET"]),
     Route("/v1/rooms/{room}", rooms.get_room, methods=["GET"]),
     Route("/v1/rooms/{room}", rooms.update_settings, methods=["PATCH"]),
+    Route("/v1/rooms/{room}/retention", rooms.get_retention, methods=["GET"]),
+    Route("/v1/rooms/{room}/retention", rooms.set_retention, methods=["PUT"]),
     Route("/v1/rooms/{room}/participants/{name}", rooms.set_participant, methods=["PUT", "DELETE"]),
     Route("/v1/rooms/{room}/archive", rooms.set_archived, methods=["POST"]),
     Route("/v1/rooms/{room}/read", rooms.mark_read, methods=["POST"]),
@@ -166,6 +171,7 @@ def _woken(hub: Hub) -> Callable[[str], None]:
 
 
 async def _sweeper(hub: Hub) -> None:
+    kept = RetentionSweep(hub)
     while True:
         await asyncio.sleep(hub.config.sweep_interval_seconds)
         try:
@@ -173,6 +179,17 @@ async def _sweeper(hub: Hub) -> None:
             hub.metrics.keys_swept.inc(n)
         except AgentpostError as exc:
             log.warning("key sweep skipped: %s", exc.message)
+        try:
+            swept = await kept.sweep()
+        except AgentpostError as exc:
+            log.warning("retention sweep skipped: %s", exc.message)
+            continue
+        if swept.events or swept.media or swept.blobs or swept.removed:
+            log.info(
+                "retention: %d events and %d files expired, %d held, %d blobs freed, "
+                "%d tombstones removed",
+                swept.events, swept.media, swept.held, swept.blobs, swept.removed,
+            )
 
 
 class _Edge:
@@ -244,7 +261,7 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             engine=eng,
             notifier=Notifier(),
             idempotency=Idempotency(eng, config.key_ttl_seconds, config.key_wait_seconds),
-            blobs=BlobStore(config.blob_dir),
+            blobs=BlobStore(config.blob_dir, config.blob_free_grace_seconds),
             metrics=HubMetrics(),
             admin_hash=admin_hash,
             tokens=TokenCache(shared=eng.shared),

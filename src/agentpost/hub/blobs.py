@@ -16,7 +16,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -37,6 +37,10 @@ _MAX_CAPTION = 65536
 TEMP_PREFIX = "up-"
 STAGING_PREFIX = ".up-"
 STAGING_MAX_AGE_SECONDS = 3600
+# Bytes touched by an upload this recently are never freed by the retention sweep: the
+# upload's row may not have committed yet (`BlobStore.free`).
+FREE_GRACE = 600.0
+GONE_PREFIX = ".gone-"
 # A body no longer than this (by its Content-Length) is parsed in memory and written to
 # disk once, in a thread, when it is whole: no temp file, lock or rename on the event loop.
 SMALL_BODY = 256 * 1024
@@ -110,8 +114,9 @@ class Upload:
 
 
 class BlobStore:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, free_grace: float = FREE_GRACE) -> None:
         self.root = root
+        self.free_grace = free_grace
         self.tmp = root / "tmp"
         self.tmp.mkdir(parents=True, exist_ok=True)
         swept = sweep_temp_files(self.tmp)
@@ -126,9 +131,10 @@ class BlobStore:
         final = self.path_of(sha256)
         try:
             final.parent.mkdir(exist_ok=True)
-            if final.exists():
+            if _touched(final):
                 # The same bytes are there already; their directory entry may be another
                 # upload's, not yet fsync'd (or one whose fsync failed): sync it before ours.
+                # Touched: the retention sweep frees no blob touched lately (`free`).
                 tmp_path.unlink()
             else:
                 os.replace(tmp_path, final)
@@ -203,7 +209,7 @@ class BlobStore:
     def _store_bytes(self, data: bytes, sha256: str) -> None:
         """Write a whole blob durably (blocking; off the loop): a staging file (which no
         start-up sweep takes while it is young) fsync'd, then moved into place."""
-        if self.path_of(sha256).exists():  # the same bytes: make sure its name is on disk
+        if _touched(self.path_of(sha256)):  # the same bytes: make sure its name is on disk
             self._sync_dir(self.path_of(sha256).parent)
             return
         try:
@@ -238,6 +244,59 @@ class BlobStore:
             except OSError as exc:  # flushed and fsync'd already: nothing is lost
                 log.warning("closing upload temp file %s failed: %s", tmp_path, exc)
 
+    def free(
+        self, sha256: str, now: float | None = None, before_unlink: Callable[[], None] | None = None
+    ) -> bool:
+        """Remove the bytes no kept media row names any more (the caller checked, in the
+        database); True when they are gone. An upload of the same bytes may be under way:
+        it touches the file (`_touched`) before its row commits, so a file touched within
+        `free_grace` seconds stays, and the check is made again after the file is moved
+        aside, where no upload can touch it: one touched meanwhile goes back."""
+        path = self.path_of(sha256)
+        now = time.time() if now is None else now
+        try:
+            if now - path.stat().st_mtime < self.free_grace:
+                return False
+            aside = self.tmp / f"{GONE_PREFIX}{sha256}-{os.getpid()}"
+            os.rename(path, aside)
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            log.warning("cannot free blob %s: %s", sha256, exc)
+            return False
+        if before_unlink is not None:
+            before_unlink()
+        try:
+            if time.time() - aside.stat().st_mtime < self.free_grace:
+                try:
+                    os.link(aside, path)  # put back, unless a new upload wrote it again
+                except FileExistsError:
+                    pass
+                aside.unlink()
+                return False
+            aside.unlink()
+            self._sync_dir(path.parent)
+        except OSError as exc:
+            log.warning("cannot free blob %s: %s", sha256, exc)
+            return False
+        return True
+
+    def set_aside(self) -> list[tuple[str, Path]]:
+        """(sha256, file) of bytes a `free` moved aside and did not finish with (the hub was
+        killed meanwhile): the sweep puts back those still named, and removes the rest."""
+        out = []
+        for path in self.tmp.glob(GONE_PREFIX + "*"):
+            sha256 = path.name[len(GONE_PREFIX) :].split("-", 1)[0]
+            out.append((sha256, path))
+        return out
+
+    def put_back(self, sha256: str, aside: Path) -> None:
+        try:
+            os.link(aside, self.path_of(sha256))
+        except FileExistsError:
+            pass
+        aside.unlink(missing_ok=True)
+
     def _new_temp_file(self) -> tuple[int, Path]:
         """A temp file for one upload, locked (`flock`) for as long as it is open, so a
         sweep knows it from one whose writer died. Made under a name sweeps ignore and
@@ -252,6 +311,15 @@ class BlobStore:
             _remove(Path(name))
             raise
         return fd, tmp_path
+
+
+def _touched(path: Path) -> bool:
+    """Mark existing bytes as wanted now (their mtime); False when there are none."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def sweep_temp_files(tmp: Path, now: float | None = None) -> int:

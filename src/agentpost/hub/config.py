@@ -61,6 +61,12 @@ class HubConfig:
         default_factory=lambda: float(os.environ.get("AGENTPOST_AG2_LEASE_SECONDS", "60"))
     )
 
+    # Retention (docs/operations.md): the sweep runs every `sweep_interval_seconds`; bytes an
+    # upload touched this recently are never freed (hub/blobs.py `free`).
+    blob_free_grace_seconds: float = field(
+        default_factory=lambda: float(os.environ.get("AGENTPOST_BLOB_FREE_GRACE", "600"))
+    )
+
     blobs_dir: Path | None = None
 
     @property

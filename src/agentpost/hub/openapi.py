@@ -38,6 +38,8 @@ from agentpost.hub.schemas import (
     ReadIn,
     ReadMarkerOut,
     RedactionIn,
+    RetentionIn,
+    RetentionReply,
     RoomIn,
     RoomOut,
     RoomPresence,
@@ -205,6 +207,8 @@ class ErrorBody(msgspec.Struct):
 
 _STRUCTS: list[type[msgspec.Struct]] = [
     WorkspaceIn,
+    RetentionIn,
+    RetentionReply,
     MemberIn,
     RoomIn,
     RoomSettingsIn,
@@ -520,6 +524,23 @@ def _operations() -> dict[str, dict[str, Any]]:
                 params=[WS],
             ),
         },
+        "/v1/admin/workspaces/{ws}/retention": {
+            "get": _op(
+                "get_workspace_retention",
+                (200, _json("RetentionReply")),
+                [Code.UNAUTHORIZED, Code.NO_WORKSPACE, Code.NOT_FOUND, *WRITE],
+                security=ADMIN,
+                params=[WS],
+            ),
+            "put": _op(
+                "set_workspace_retention",
+                (200, _json("RetentionReply")),
+                [Code.UNAUTHORIZED, *BODY, Code.NO_WORKSPACE, Code.NOT_FOUND, *WRITE],
+                security=ADMIN,
+                params=[WS],
+                body="RetentionIn",
+            ),
+        },
         "/v1/admin/workspaces/{ws}/members/{name}/token": {
             "post": _op(
                 "reissue_token",
@@ -576,6 +597,23 @@ def _operations() -> dict[str, dict[str, Any]]:
                 security=MEMBER_OR_ADMIN,
                 params=[ROOM_ID],
                 body="RoomSettingsIn",
+            ),
+        },
+        "/v1/rooms/{room}/retention": {
+            "get": _op(
+                "get_room_retention",
+                (200, _json("RetentionReply")),
+                room_codes,
+                security=MEMBER_OR_ADMIN,
+                params=[ROOM_ID],
+            ),
+            "put": _op(
+                "set_room_retention",
+                (200, _json("RetentionReply")),
+                [*room_codes, *BODY, Code.FORBIDDEN],
+                security=MEMBER_OR_ADMIN,
+                params=[ROOM_ID],
+                body="RetentionIn",
             ),
         },
         "/v1/rooms/{room}/participants/{name}": {
@@ -688,7 +726,7 @@ def _operations() -> dict[str, dict[str, Any]]:
                         },
                     },
                 ),
-                [*AUTH, Code.MEDIA_NOT_FOUND, Code.MEDIA_REDACTED, Code.NOT_FOUND, *WRITE],
+                [*AUTH, Code.MEDIA_NOT_FOUND, Code.MEDIA_REDACTED, Code.MEDIA_EXPIRED, Code.NOT_FOUND, *WRITE],
                 security=MEMBER,
                 params=[MEDIA_ID],
             )
@@ -828,7 +866,7 @@ def _export_operations() -> dict[str, dict[str, Any]]:
                 "export_workspace_media",
                 (200, download),
                 [Code.UNAUTHORIZED, Code.NO_WORKSPACE, Code.MEDIA_NOT_FOUND, Code.NOT_FOUND]
-                + [Code.MEDIA_REDACTED, *WRITE],
+                + [Code.MEDIA_REDACTED, Code.MEDIA_EXPIRED, *WRITE],
                 security=ADMIN,
                 params=[WS, MEDIA_ID],
             )

@@ -172,8 +172,11 @@ def create_message(
             Code.INVALID_REQUEST, f"no event {replied_to!r} in this room", field="$.in_reply_to"
         )
     ids: list[str] = normalized["attachments"]
-    # A redacted file is no file of the room any more (hub/relations.py).
-    found = {m.id: m for m in media.by_ids(tx, room.id, ids) if not m.redacted}
+    # A redacted or expired file is no file of the room any more (hub/relations.py,
+    # hub/retention.py).
+    found = {
+        m.id: m for m in media.by_ids(tx, room.id, ids) if not m.redacted and m.expired_at is None
+    }
     missing = [i for i in ids if i not in found]
     if missing:
         raise RequestError(

@@ -211,7 +211,7 @@ def _edit(
         raise RequestError(Code.INVALID_REQUEST, "text must not be blank", field="$.text")
     posting.refuse_secrets(room, text)
     ev, body = _append(tx, room, member, seq, kinds.EDIT, target.id, text, {})
-    _reshow(tx, target, shown_edited(target, text, ev.created_at))
+    reshow(tx, target, shown_edited(target, text, ev.created_at))
     return Created(201, b'{"event":' + body + b"}", room.id, ev.id)
 
 
@@ -240,7 +240,7 @@ def _react(
     metadata: dict[str, Any] = {"emoji": emoji, **({"remove": True} if remove else {})}
     ev, body = _append(tx, room, member, seq, kinds.REACTION, target.id, "", metadata)
     if shown != target:
-        _reshow(tx, target, shown)
+        reshow(tx, target, shown)
     return Created(201, b'{"event":' + body + b"}", room.id, ev.id)
 
 
@@ -263,7 +263,7 @@ def _redact(
         posting.refuse_secrets(room, reason)
     metadata: dict[str, Any] = {"reason": reason} if reason else {}
     ev, body = _append(tx, room, member, seq, kinds.REDACTION, target.id, "", metadata)
-    _reshow(tx, target, shown_redacted(target))
+    reshow(tx, target, shown_redacted(target))
     # Its edits carry its text too: hidden with it. Its reactions only name an emoji.
     for rel_id, rel_body in events.relations_of(tx, target.id):
         rel = msgspec.json.decode(rel_body, type=Event)
@@ -345,7 +345,8 @@ def _append(
     return ev, body
 
 
-def _reshow(tx: Tx, before: Event, after: Event) -> None:
+def reshow(tx: Tx, before: Event, after: Event) -> None:
+    """Serve `after` in place of `before` from now on, search indexing its text."""
     # What search holds of an event is its text (store/events.py); a relation's is never.
     indexed = before.relates_to is None
     events.reshow(

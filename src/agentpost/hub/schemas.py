@@ -77,6 +77,37 @@ class RoomSettingsIn(msgspec.Struct, forbid_unknown_fields=True):
     agent_wakeups_per_minute: AgentWakeupsPerMinute | None = None
 
 
+KeepSeconds = Annotated[int, msgspec.Meta(ge=0, le=100 * 366 * 86400)]
+
+
+class RetentionIn(msgspec.Struct, forbid_unknown_fields=True):
+    """How long events and files are kept, in seconds (docs/operations.md "Retention"); only
+    the fields given change. 0: for ever; null: on a room, as its workspace; on a workspace,
+    for ever."""
+
+    events_seconds: KeepSeconds | None | msgspec.UnsetType = msgspec.UNSET
+    media_seconds: KeepSeconds | None | msgspec.UnsetType = msgspec.UNSET
+
+
+class RetentionEffective(msgspec.Struct):
+    """What the sweep applies: the room's own setting, else its workspace's (null: for ever)."""
+
+    events_seconds: int | None
+    media_seconds: int | None
+
+
+class RetentionOut(msgspec.Struct):
+    """A room's or a workspace's own settings (as set) and those in effect."""
+
+    events_seconds: int | None
+    media_seconds: int | None
+    effective: RetentionEffective
+
+
+class RetentionReply(msgspec.Struct):
+    retention: RetentionOut
+
+
 class MessageIn(msgspec.Struct, forbid_unknown_fields=True):
     text: Annotated[str, msgspec.Meta(max_length=65536)] = ""
     metadata: dict[str, Any] = {}

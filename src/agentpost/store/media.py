@@ -6,6 +6,7 @@ from agentpost.store.engine import Db, Row
 from agentpost.store.models import MediaRow
 
 _COLS = "id, room_id, sha256, name, mime_type, size, uploader, created_at, redacted"
+_READ = _COLS + ", expired_at"
 
 
 def _media(row: Row) -> MediaRow:
@@ -19,6 +20,7 @@ def _media(row: Row) -> MediaRow:
         uploader=row[6],
         created_at=int(row[7]),
         redacted=bool(row[8]),
+        expired_at=None if row[9] is None else int(row[9]),
     )
 
 
@@ -40,7 +42,7 @@ def insert(db: Db, m: MediaRow) -> None:
 
 
 def by_id(db: Db, media_id: str) -> MediaRow | None:
-    row = db.one(f"SELECT {_COLS} FROM media WHERE id = ?", (media_id,))
+    row = db.one(f"SELECT {_READ} FROM media WHERE id = ?", (media_id,))
     return _media(row) if row else None
 
 
@@ -49,7 +51,7 @@ def by_ids(db: Db, room_id: str, ids: list[str]) -> list[MediaRow]:
         return []
     marks = ",".join("?" * len(ids))
     rows = db.all(
-        f"SELECT {_COLS} FROM media WHERE room_id = ? AND id IN ({marks})", (room_id, *ids)
+        f"SELECT {_READ} FROM media WHERE room_id = ? AND id IN ({marks})", (room_id, *ids)
     )
     return [_media(r) for r in rows]
 
@@ -66,8 +68,11 @@ def redact(db: Db, room_id: str, ids: list[str]) -> None:
 
 
 def total_size(db: Db, room_id: str) -> int:
-    """The bytes of the room's files still served (not redacted), each counted once."""
+    """The bytes of the room's files still served (not redacted, not expired), each counted
+    once."""
     row = db.one(
-        "SELECT COALESCE(SUM(size), 0) FROM media WHERE room_id = ? AND redacted = 0", (room_id,)
+        "SELECT COALESCE(SUM(size), 0) FROM media"
+        " WHERE room_id = ? AND redacted = 0 AND expired_at IS NULL",
+        (room_id,),
     )
     return int(row[0]) if row else 0

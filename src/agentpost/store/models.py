@@ -61,6 +61,7 @@ class MediaRow(msgspec.Struct, frozen=True):
     uploader: str
     created_at: int
     redacted: bool = False  # a redaction hid it: its bytes are no longer served
+    expired_at: int | None = None  # ms; the room's retention ended it (docs/operations.md)
 
 
 class Lease(msgspec.Struct, frozen=True):

@@ -5,9 +5,11 @@ The checks, each named in what it reports:
 - `integrity`: SQLite's `integrity_check` and `foreign_key_check` (PostgreSQL checks its
   own pages);
 - `schema`: the applied versions, none newer than this agentpost, none skipped;
-- `seqs`: every room's events numbered 1..N with no gap, N its `last_seq`;
+- `seqs`: every room's events numbered F+1..N with no gap, N its `last_seq`, F its
+  `floor_seq` (0 unless retention removed tombstones);
 - `events`: every event body is the JSON of that event (its id, room and seq);
-- `media`: every media row has its bytes, of its size and its sha256;
+- `media`: every media row a download may ask for (not redacted, not expired) has its bytes,
+  of its size and its sha256;
 - `keys`: every idempotency record well-formed (a known state, a status that goes with it,
   the response body of a finished one readable JSON);
 - `inbox`: every inbox item names an event that exists, within its member's cursor range;
@@ -99,6 +101,10 @@ def _reader(store: Store) -> Iterator[Query]:
             return rows
 
         yield post
+    except Exception as exc:  # psycopg.Error: imported with the postgres extra only
+        if type(exc).__module__.startswith("psycopg"):
+            raise OpsError(Code.STORAGE_UNAVAILABLE, f"cannot read the database: {exc}") from exc
+        raise
     finally:
         pg.close()
 
@@ -159,19 +165,21 @@ def _schema(q: Query, engine: str, report: Report) -> bool:
 
 
 def _seqs(q: Query, report: Report) -> None:
+    # Schema 14: the events at or below a room's floor_seq were removed by retention.
+    floor = "r.floor_seq" if report.counts["schema_version"] >= 14 else "0"
     rows = q(
-        "SELECT r.id, r.last_seq, COUNT(e.seq), MIN(e.seq), MAX(e.seq) FROM rooms r "
-        "LEFT JOIN events e ON e.room_id = r.id GROUP BY r.id, r.last_seq",
+        f"SELECT r.id, r.last_seq, COUNT(e.seq), MIN(e.seq), MAX(e.seq), {floor} FROM rooms r "
+        f"LEFT JOIN events e ON e.room_id = r.id GROUP BY r.id, r.last_seq, {floor}",
         (),
     )
     report.counts["rooms"] = len(rows)
-    for room, last, count, low, high in rows:
-        count, last = int(count), int(last)
+    for room, last, count, low, high, gone in rows:
+        count, last, gone = int(count), int(last), int(gone)
         if count == 0:
-            if last != 0:
+            if last != gone:
                 report.problem("seqs", f"room {room}: last_seq {last} but no events")
             continue
-        if int(low) != 1 or int(high) != count:
+        if int(low) != gone + 1 or int(high) - gone != count:
             report.problem("seqs", f"room {room}: {count} events numbered {low}..{high}: a gap")
         if int(high) != last:
             report.problem("seqs", f"room {room}: last_seq {last}, last event {high}")
@@ -212,12 +220,21 @@ def _events(q: Query, report: Report) -> None:
 
 
 def _media(q: Query, store: Store, report: Report, hash_blobs: bool) -> None:
-    rows = q("SELECT id, sha256, size FROM media ORDER BY id", ())
+    # Bytes of a redacted or expired file may be gone for good (hub/retention.py): only the
+    # files a download may still ask for must have theirs. `expired_at` came with schema 14.
+    gone = "redacted = 1" + (
+        " OR expired_at IS NOT NULL" if report.counts["schema_version"] >= 14 else ""
+    )
+    rows = q(
+        f"SELECT id, sha256, size, CASE WHEN {gone} THEN 1 ELSE 0 END FROM media ORDER BY id", ()
+    )
     report.counts["media"] = len(rows)
     named = set()
     checked: dict[str, tuple[str, int] | None] = {}
-    for media_id, sha, size in rows:
+    for media_id, sha, size, ended in rows:
         named.add(sha)
+        if ended:
+            continue
         path = store.blob_dir / sha[:2] / sha
         if sha not in checked:
             if not path.is_file():

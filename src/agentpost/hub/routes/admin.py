@@ -12,9 +12,17 @@ from agentpost.hub import auth
 from agentpost.hub.decode import read_json
 from agentpost.hub.errors import json_response
 from agentpost.hub.notify import inbox_key, room_key
-from agentpost.hub.schemas import MemberIn, MemberOut, WorkspaceIn
+from agentpost.hub.schemas import (
+    MemberIn,
+    MemberOut,
+    RetentionEffective,
+    RetentionIn,
+    RetentionOut,
+    RetentionReply,
+    WorkspaceIn,
+)
 from agentpost.hub.state import hub_of
-from agentpost.store import members, rooms
+from agentpost.store import members, retention, rooms
 from agentpost.store.engine import Db, Tx
 from agentpost.store.models import Member, Workspace
 
@@ -174,3 +182,40 @@ async def remove_member(request: Request) -> Response:
         "hard": hard,
     }
     return json_response(200, msgspec.json.encode(out))
+
+
+def _workspace_retention(db: Db, workspace_id: str) -> RetentionReply:
+    events_, media_ = retention.of_workspace(db, workspace_id)
+    effective = RetentionEffective(events_ or None, media_ or None)
+    return RetentionReply(RetentionOut(events_, media_, effective))
+
+
+async def get_workspace_retention(request: Request) -> Response:
+    """`GET /v1/admin/workspaces/{ws}/retention`: how long the workspace's rooms keep their
+    events and files unless a room says otherwise (docs/operations.md "Retention")."""
+    hub = hub_of(request)
+    auth.require_admin(request, hub.admin_hash)
+    ws_name = request.path_params["ws"]
+    out = await hub.engine.read(lambda db: _workspace_retention(db, _workspace(db, ws_name).id))
+    return json_response(200, msgspec.json.encode(out))
+
+
+async def set_workspace_retention(request: Request) -> Response:
+    """`PUT /v1/admin/workspaces/{ws}/retention`: the admin sets it; null or 0: for ever."""
+    hub = hub_of(request)
+    auth.require_admin(request, hub.admin_hash)
+    ws_name = request.path_params["ws"]
+    body = await read_json(request, RetentionIn, hub.config.max_json_bytes)
+
+    def change(tx: Tx) -> RetentionReply:
+        ws = _workspace(tx, ws_name)
+        events_, media_ = retention.of_workspace(tx, ws.id)
+        retention.set_workspace(
+            tx,
+            ws.id,
+            events_ if body.events_seconds is msgspec.UNSET else body.events_seconds,
+            media_ if body.media_seconds is msgspec.UNSET else body.media_seconds,
+        )
+        return _workspace_retention(tx, ws.id)
+
+    return json_response(200, msgspec.json.encode(await hub.engine.write(change)))

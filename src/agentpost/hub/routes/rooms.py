@@ -11,9 +11,19 @@ from agentpost.core.errors import AuthError, Code, RequestError
 from agentpost.hub import auth
 from agentpost.hub.decode import read_json
 from agentpost.hub.errors import json_response
-from agentpost.hub.schemas import ReadIn, ReadMarkerOut, RoomIn, RoomOut, RoomSettingsIn
+from agentpost.hub.schemas import (
+    ReadIn,
+    ReadMarkerOut,
+    RetentionEffective,
+    RetentionIn,
+    RetentionOut,
+    RetentionReply,
+    RoomIn,
+    RoomOut,
+    RoomSettingsIn,
+)
 from agentpost.hub.state import Hub, hub_of
-from agentpost.store import members, read_markers, rooms
+from agentpost.store import members, read_markers, retention, rooms
 from agentpost.store.engine import Db, Tx
 from agentpost.store.models import Member, Room
 
@@ -263,4 +273,50 @@ async def mark_read(request: Request) -> Response:
         return ReadMarkerOut(room=room.id, read_seq=read_seq, unread=unread)
 
     out = await hub.engine.write(advance)
+    return json_response(200, msgspec.json.encode(out))
+
+
+def _room_retention(db: Db, room_id: str) -> RetentionReply:
+    own_events, own_media, events_, media_ = retention.of_room(db, room_id)
+    return RetentionReply(
+        RetentionOut(own_events, own_media, RetentionEffective(events_, media_))
+    )
+
+
+async def get_retention(request: Request) -> Response:
+    """`GET /v1/rooms/{room}/retention`: how long the room keeps its events and files
+    (docs/operations.md "Retention"), as set and in effect."""
+    hub = hub_of(request)
+    who = await caller(request, hub)
+    room_id = request.path_params["room"]
+
+    def read(db: Db) -> RetentionReply:
+        room = visible_room(db, room_id, who)
+        return _room_retention(db, room.id)
+
+    return json_response(200, msgspec.json.encode(await hub.engine.read(read)))
+
+
+async def set_retention(request: Request) -> Response:
+    """`PUT /v1/rooms/{room}/retention`: a human participant (or the admin) sets how long the
+    room keeps its events and files; null: as its workspace."""
+    hub = hub_of(request)
+    who = await caller(request, hub)
+    room_id = request.path_params["room"]
+    body = await read_json(request, RetentionIn, hub.config.max_json_bytes)
+    if who is not None and who.kind != "human":
+        raise AuthError(Code.FORBIDDEN, "only a human participant sets a room's retention")
+
+    def change(tx: Tx) -> RetentionReply:
+        room = visible_room(tx, room_id, who)
+        own_events, own_media, _, _ = retention.of_room(tx, room.id)
+        retention.set_room(
+            tx,
+            room.id,
+            own_events if body.events_seconds is msgspec.UNSET else body.events_seconds,
+            own_media if body.media_seconds is msgspec.UNSET else body.media_seconds,
+        )
+        return _room_retention(tx, room.id)
+
+    out = await hub.engine.write(change, room_id)
     return json_response(200, msgspec.json.encode(out))

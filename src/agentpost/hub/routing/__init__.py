@@ -38,6 +38,7 @@ SERVER_OWNED = (
     "delegated_to",
     "receipt_from",
     "needs_input_from",
+    "retention",  # an event the room's retention ended: when (docs/operations.md)
     fences.DEPTH,
 )
 

@@ -250,7 +250,8 @@ export class Timeline {
     if (notice) item.setAttribute("role", "note");
     if (event.redacted) {
       item.classList.add("redacted");
-      item.append(el("p", "text deleted", "Message deleted"));
+      const expired = event.metadata && event.metadata.retention;
+      item.append(el("p", "text deleted", expired ? "Expired under the room's retention" : "Message deleted"));
     } else if (event.text) {
       const text = el("p", "text");
       textWithLinks(text, event.text);

@@ -1,0 +1,25 @@
+-- Retention (docs/operations.md "Retention"): how long a workspace's and a room's events and
+-- files are kept, in seconds. On a room NULL means "as its workspace"; on a workspace NULL
+-- means for ever; 0 means for ever on either.
+ALTER TABLE workspaces ADD COLUMN events_seconds BIGINT;
+ALTER TABLE workspaces ADD COLUMN media_seconds BIGINT;
+ALTER TABLE rooms ADD COLUMN events_seconds BIGINT;
+ALTER TABLE rooms ADD COLUMN media_seconds BIGINT;
+-- Every event of the room at or below this seq has expired (a tombstone), or is held in
+-- retention_held because something still needs it (an unacknowledged inbox item, a
+-- delegation still waiting for its receipt, an AG2 task in progress).
+ALTER TABLE rooms ADD COLUMN retention_seq BIGINT NOT NULL DEFAULT 0;
+-- A tombstone is kept as long again as the event was, then removed with what named it
+-- (acknowledged inbox items, answers, receipts): every event at or below floor_seq is gone,
+-- the room's events are floor_seq+1..last_seq, still gap-free.
+ALTER TABLE rooms ADD COLUMN floor_seq BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE retention_held (
+  room_id TEXT NOT NULL,
+  seq BIGINT NOT NULL,
+  PRIMARY KEY (room_id, seq)
+);
+-- When a file expired (ms; NULL while it is kept): its download is 410 media_expired, and its
+-- bytes go once no kept media row names them.
+ALTER TABLE media ADD COLUMN expired_at BIGINT;
+CREATE INDEX media_room_created ON media (room_id, created_at);
+CREATE INDEX media_sha256 ON media (sha256);
