@@ -129,7 +129,8 @@ def event(
 
 
 def footer(events: int, last_seq: int) -> str:
-    return f"---\n\n*End of export: {events} events, up to #{last_seq}.*\n\n"
+    noun = "event" if events == 1 else "events"
+    return f"---\n\n*End of export: {events} {noun}, up to #{last_seq}.*\n\n"
 
 
 def cut(message: str) -> str:
