@@ -75,7 +75,7 @@ class _Page:
 
 
 def _served(row: MediaRow | None) -> bool:
-    return row is not None and not row.redacted
+    return row is not None and not row.redacted and row.expired_at is None
 
 
 @dataclass

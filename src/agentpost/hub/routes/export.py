@@ -114,6 +114,11 @@ async def workspace_media(request: Request) -> Response:
             raise RequestError(
                 Code.MEDIA_REDACTED, f"media {media_id!r} was redacted; its file is gone"
             )
+        if row.expired_at is not None:
+            raise RequestError(
+                Code.MEDIA_EXPIRED,
+                f"media {media_id!r} expired under its room's retention; its file is gone",
+            )
         return row
 
     row = await hub.engine.read(read)
