@@ -359,3 +359,40 @@ def test_a_heartbeat_with_fewer_tasks_in_hand_than_acked_serves_them_again(
     ]
     woke = [e["id"] for e in inbox(hub, s.tokens["alice"]) if e["sender"] == "bot"]
     assert woke == [first.json()["event_id"]]  # alice was woken once
+
+
+def _ag2_task_rows(hub: HubProcess) -> int:
+    if hub.db_url is None:
+        import sqlite3
+
+        db = sqlite3.connect(hub.data_dir / "hub.sqlite3")
+        try:
+            return int(db.execute("SELECT COUNT(*) FROM ag2_tasks").fetchone()[0])
+        finally:
+            db.close()
+    import psycopg
+
+    with psycopg.connect(hub.db_url) as conn:
+        row = conn.execute("SELECT COUNT(*) FROM ag2_tasks").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def test_a_finished_task_is_removed_after_the_key_lifetime(
+    make_hub: Callable[..., HubProcess],
+) -> None:
+    """docs/operations.md "Retention": finished tasks do not pile up; one in progress stays."""
+    hub = make_hub(env={"AGENTPOST_SWEEP_INTERVAL": "0.2"}, extra_args=["--key-ttl-seconds", "1"])
+    s = setup_ag2(hub)
+    post(hub, s.tokens["alice"], s.room, "one @bot")
+    with relay(hub, s.tokens["bot"]) as r:
+        task = served(r)
+        assert r.post("/v1/results", json={"id": task["id"], "body": "done"}).status_code == 200
+    post(hub, s.tokens["alice"], s.room, "two @bot")
+    with relay(hub, s.tokens["bot"]) as r:
+        second = served(r)  # in progress: no result yet
+    assert _ag2_task_rows(hub) == 2
+    poll(lambda: _ag2_task_rows(hub) == 1, timeout=30)
+    with relay(hub, s.tokens["bot"]) as r:  # the one in progress is still answerable
+        got = r.post("/v1/results", json={"id": second["id"], "body": "later"})
+        assert got.json() == {"ok": True, "duplicate": False}

@@ -73,6 +73,7 @@ class Swept:
     media: int = 0
     blobs: int = 0
     removed: int = 0  # tombstones removed
+    tasks: int = 0  # finished AG2 tasks removed
     freed: set[str] = field(default_factory=set)
 
 
@@ -131,7 +132,21 @@ class RetentionSweep:
             except AgentpostError as exc:
                 log.warning("retention of room %s skipped this time: %s", kept.room_id, exc.message)
         await self._free(swept)
+        await self._done_tasks(swept)
         return swept
+
+    async def _done_tasks(self, swept: Swept) -> None:
+        """Finished AG2 tasks go after the key lifetime, retention or not."""
+        before = clock.now_ms() - self.hub.config.key_ttl_seconds * 1000
+
+        def step(tx: Tx) -> bool:
+            n = retention.forget_done_ag2_tasks(tx, before, BATCH)
+            swept.tasks += n
+            return n == BATCH
+
+        for _ in range(BATCHES_PER_ROOM):
+            if not await self.hub.engine.write(step):
+                return
 
     async def _events(self, room_id: str, keep: int, swept: Swept) -> None:
         now = clock.now_ms()

@@ -220,7 +220,8 @@ def compactable(db: Db, room_id: str, floor: int, upto: int, before_id: str) -> 
 
 def compact(db: Db, room_id: str, floor: int, new_floor: int) -> int:
     """Remove the room's events in (floor, new_floor] (tombstones) and what named them:
-    inbox items, answers, receipts; the room's floor moves to `new_floor`. Their count."""
+    inbox items, answers, receipts, AG2 tasks, A2A push configs and notifications; the
+    room's floor moves to `new_floor`. Their count."""
     ids = [
         r[0]
         for r in db.all(
@@ -230,8 +231,15 @@ def compact(db: Db, room_id: str, floor: int, new_floor: int) -> int:
     ]
     if ids:
         marks = ",".join("?" * len(ids))
-        db.run(f"DELETE FROM answers WHERE event_id IN ({marks})", tuple(ids))
-        db.run(f"DELETE FROM receipts WHERE event_id IN ({marks})", tuple(ids))
+        for sql in (
+            f"DELETE FROM answers WHERE event_id IN ({marks})",
+            f"DELETE FROM receipts WHERE event_id IN ({marks})",
+            f"DELETE FROM ag2_tasks WHERE event_id IN ({marks})",
+            # an A2A task is its event (hub/a2a/tasks.py)
+            f"DELETE FROM a2a_push_outbox WHERE task_id IN ({marks})",
+            f"DELETE FROM a2a_push_configs WHERE task_id IN ({marks})",
+        ):
+            db.run(sql, tuple(ids))
     db.run(
         "DELETE FROM inbox WHERE room_id = ? AND seq > ? AND seq <= ?", (room_id, floor, new_floor)
     )
@@ -252,4 +260,18 @@ def forget_media(db: Db, room_id: str, expired_before_ms: int, limit: int) -> in
     if rows:
         marks = ",".join("?" * len(rows))
         db.run(f"DELETE FROM media WHERE id IN ({marks})", tuple(r[0] for r in rows))
+    return len(rows)
+
+
+def forget_done_ag2_tasks(db: Db, done_before_ms: int, limit: int) -> int:
+    """Remove AG2 tasks finished before then (a finished task is only looked up while its
+    Worker may still ask about it: for the key lifetime)."""
+    rows = db.all(
+        "SELECT member_id, event_id FROM ag2_tasks WHERE state = ? AND done_at < ? LIMIT ?",
+        (_AG2_DONE, done_before_ms, limit),
+    )
+    for member_id, event_id in rows:
+        db.run(
+            "DELETE FROM ag2_tasks WHERE member_id = ? AND event_id = ?", (member_id, event_id)
+        )
     return len(rows)
