@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from clirun import json_error
-from hubproc import HubProcess, Setup, make_setup
+from hubproc import HubProcess, Setup, make_setup, poll
 
 CRASH_ENV = "AGENTPOST_DB_CRASH_POINT"
 
@@ -233,9 +233,14 @@ def test_refusals_change_nothing(hub: HubProcess, tmp_path: Path, other_db: str 
     assert err["code"] == "schema_too_new" and "999" in err["message"], err
     assert not (tmp_path / "fresh").exists()
 
-    # Not a backup at all.
+    # Not a backup at all, or a manifest that is not one.
     p = _restore(tmp_path, hub, tmp_path / "fresh", other_db)
     assert json_error(p)["code"] == "backup_invalid"
+    for bad in ([], {**manifest, "engine": None}, {**manifest, "counts": 3}):
+        (dest / "manifest.json").write_text(json.dumps(bad))
+        p = _restore(dest, hub, tmp_path / "fresh", other_db)
+        assert json_error(p)["code"] == "backup_invalid", p.stdout + p.stderr
+        assert not (tmp_path / "fresh").exists()
 
 
 def _damage(hub: HubProcess, sql: list[str]) -> None:
@@ -329,3 +334,74 @@ def test_a_restore_killed_midway_leaves_the_target_as_it_was_and_runs_again(
         assert len(_events(restored_hub, setup.tokens["alice"], setup.room)) == 33
     finally:
         restored_hub.stop()
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"], indirect=True)
+def test_files_the_room_s_retention_ended_are_no_problem_for_a_backup(
+    make_hub: Any, tmp_path: Path, other_db: str | None
+) -> None:
+    """Their bytes are gone on purpose: the backup holds the files that may still be
+    downloaded, and restores."""
+    hub = make_hub(env={"AGENTPOST_SWEEP_INTERVAL": "0.2", "AGENTPOST_BLOB_FREE_GRACE": "0"})
+    setup = _seed(hub)
+    with hub.client(setup.tokens["bot"]) as bot:  # the room's agent has seen them all
+        cursor = bot.get("/v1/inbox", params={"after": 0}).json()["cursor"]
+        assert bot.post("/v1/inbox/ack", json={"cursor": cursor}).status_code == 200
+    with hub.client(hub.admin_token) as admin:
+        r = admin.put(f"/v1/rooms/{setup.room}/retention", json={"media_seconds": 1})
+        assert r.status_code == 200, r.text
+    with hub.client(setup.tokens["alice"]) as c:
+        media = [
+            a["id"]
+            for e in _events(hub, setup.tokens["alice"], setup.room)
+            for a in e["attachments"]
+        ]
+        poll(lambda: all(c.get(f"/v1/media/{m}").status_code == 410 for m in media), timeout=30)
+        with hub.client(hub.admin_token) as admin:
+            admin.put(f"/v1/rooms/{setup.room}/retention", json={"media_seconds": 0})
+        _upload(c, setup.room, b"kept\n", "kept.txt")
+    dest = tmp_path / "backup"
+    p = _db(["backup", str(dest), "--data", str(hub.data_dir)], hub)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert json.loads(p.stdout)["blobs"] == 1
+    hub.stop()
+    r = _restore(dest, hub, tmp_path / "restored", other_db)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("engine", ["postgres"], indirect=True)
+def test_a_hub_in_the_public_schema_of_its_database_restores_into_a_new_one(
+    engine: str | None, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The usual deployment (docs/deploy.md): a database of its own, the `public` schema."""
+    import psycopg
+
+    pg = request.getfixturevalue("postgres")
+    names = ["s_" + uuid.uuid4().hex[:12], "r_" + uuid.uuid4().hex[:12]]
+    with psycopg.connect(pg.dsn, autocommit=True) as conn:
+        for name in names:
+            conn.execute(f"CREATE DATABASE {name}")
+    parts = urlsplit(pg.dsn)
+    source, target = (urlunsplit(parts._replace(path="/" + n, query="")) for n in names)
+    try:
+        hub = HubProcess(tmp_path / "hub", db_url=source).start()
+        try:
+            setup = _seed(hub)
+            dest = tmp_path / "backup"
+            p = _db(["backup", str(dest), "--data", str(hub.data_dir)], hub)
+            assert p.returncode == 0, p.stdout + p.stderr
+            assert json.loads(p.stdout)["pg_schema"] == "public"
+            original = _events(hub, setup.tokens["alice"], setup.room)
+        finally:
+            hub.stop()
+        r = _restore(dest, hub, tmp_path / "restored", target)
+        assert r.returncode == 0, r.stdout + r.stderr
+        again = HubProcess(tmp_path / "restored", db_url=target).start()
+        try:
+            assert _events(again, setup.tokens["alice"], setup.room) == original
+        finally:
+            again.stop()
+    finally:
+        with psycopg.connect(pg.dsn, autocommit=True) as conn:
+            for name in names:
+                conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

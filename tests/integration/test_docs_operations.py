@@ -25,8 +25,13 @@ def test_docs_operations_md_runs_as_written(hub: HubProcess, tmp_path: Path) -> 
         assert r.status_code == 201, r.text
         r = c.post(f"/v1/rooms/{setup.room}/media", files={"file": ("a.txt", b"all green\n")})
         assert r.status_code == 201, r.text
-    backup, retention = re.findall(r"```sh\n(.*?)```", (ROOT / "docs/operations.md").read_text(), re.S)
-    script = backup + retention
+    backup, retention = re.findall(
+        r"```sh\n(.*?)```", (ROOT / "docs/operations.md").read_text(), re.S
+    )
+    script = backup + retention.replace(
+        "agentpost room retention general --events forever    # longer than the workspace: refused",
+        "if agentpost room retention general --events forever; then exit 99; fi",
+    )
     script = script.replace(
         'agentpost db restore "$BK/hub-backup" --data "$BK/restored"   # never over a data dir',
         'if agentpost db restore "$BK/hub-backup" --data "$BK/restored"; then exit 99; fi',
@@ -49,10 +54,15 @@ def test_docs_operations_md_runs_as_written(hub: HubProcess, tmp_path: Path) -> 
     assert "1 rooms, 2 events, 1 media" in p.stdout, p.stdout
     assert "error target_not_empty" in p.stderr and "restored is not empty" in p.stderr
     assert list((tmp_path / "tmp").iterdir()) == []  # rm -r "$BK": nothing left behind
-    said = p.stdout[p.stdout.index("workspace acme keeps"):]
-    assert said.splitlines()[:2] == ["workspace acme keeps events 365d (set here)",
-                                     "workspace acme keeps files 90d (set here)"], said
+    said = p.stdout[p.stdout.index("workspace acme keeps") :]
+    assert said.splitlines()[:2] == [
+        "workspace acme keeps events 365d (set here)",
+        "workspace acme keeps files 90d (set here)",
+    ], said
     assert "room general keeps events 30d (set here)" in said
     assert "room general keeps files 90d (as its workspace)" in said
-    assert said.rstrip().splitlines()[-2:] == ["room general keeps events for ever (set here)",
-                                               "room general keeps files for ever (set here)"]
+    assert said.rstrip().splitlines()[-2:] == [
+        "workspace acme keeps events for ever (set here)",
+        "workspace acme keeps files for ever (set here)",
+    ]
+    assert "error forbidden: the workspace keeps events for 31536000 s" in p.stderr

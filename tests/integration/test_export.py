@@ -169,6 +169,25 @@ def test_files_embed_carries_each_files_bytes(setup: Setup) -> None:
     assert hashlib.sha256(said["data"]).hexdigest() == att["sha256"]
 
 
+def test_a_file_attached_again_is_embedded_once(make_hub: Callable[..., HubProcess]) -> None:
+    """The embed cap counts each file once, so each file's bytes are written once: the later
+    events that carry it name the event whose line holds them."""
+    hub = make_hub()
+    s = make_setup(hub, ["alice"], [])
+    with hub.client(s.tokens["alice"]) as alice:
+        up = _upload(alice, s.room, b"x" * 5000, "big.bin")
+        media_id = up["attachments"][0]["id"]
+        again = [_post(alice, s.room, f"again {i}", attachments=[media_id]) for i in range(3)]
+        r = alice.get(f"/v1/rooms/{s.room}/export", params={"files": "embed"})
+    _, *body, _ = _lines(r)
+    atts = [a for line in body for a in line.get("attachments", [])]
+    assert len(atts) == 4
+    assert base64.b64decode(atts[0]["content_base64"]) == b"x" * 5000
+    assert [a.get("embedded_in") for a in atts[1:]] == [up["seq"]] * 3
+    assert all("content_base64" not in a for a in atts[1:])
+    assert [e["seq"] for e in again] == [up["seq"] + 1, up["seq"] + 2, up["seq"] + 3]
+
+
 def test_a_room_longer_than_a_page_is_exported_whole(setup: Setup) -> None:
     with setup.hub.client(setup.tokens["alice"]) as alice:
         for n in range(520):  # the export reads 500 events a page

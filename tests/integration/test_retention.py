@@ -83,8 +83,17 @@ def test_settings_are_checked_inherited_and_refused_without_change(
         "events_seconds": 30 * 86400,
         "media_seconds": 7 * 86400,
     }
-    r = _put(hub, alice, room, {"events_seconds": 0})  # for ever here, whatever the workspace
+    # A participant keeps for less than the workspace, a day at least; only the admin keeps
+    # for longer, for ever, or for less than a day.
+    r = _put(hub, alice, room, {"events_seconds": 0})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden", r.text
+    assert "only the admin for longer" in r.json()["error"]["message"]
+    r = _put(hub, alice, room, {"events_seconds": 3600})
+    assert r.status_code == 403 and "a day" in r.json()["error"]["message"], r.text
+    r = _put(hub, admin, room, {"events_seconds": 0})  # for ever here, whatever the workspace
     assert r.json()["retention"]["effective"]["events_seconds"] is None
+    r = _put(hub, alice, room, {"events_seconds": 2 * 86400})  # less than the workspace: hers
+    assert r.status_code == 200, r.text
     before = r.json()["retention"]
     for body in (
         {"events_seconds": -1},
@@ -124,6 +133,13 @@ def test_old_events_become_tombstones_files_go_and_what_is_needed_stays(
         assert c.patch(f"/v1/rooms/{setup.room}", json={"router": "none"}).status_code == 200
         held = c.post(f"/v1/rooms/{setup.room}/messages", json={"text": "@bot keep this"})
         held_event = held.json()["event"]
+        # A file whose upload expires stays while a later event that still stands carries it.
+        carried = c.post(f"/v1/rooms/{setup.room}/media", files={"file": ("c.txt", b"carried\n")})
+        carried_id = carried.json()["media"]["id"]
+        later = c.post(
+            f"/v1/rooms/{setup.room}/messages",
+            json={"text": "@bot look at this", "attachments": [carried_id]},
+        ).json()["event"]
         r = c.post(f"/v1/rooms/{setup.room}/messages", json={"text": "the first secret"})
         first = r.json()["event"]
         up = c.post(f"/v1/rooms/{setup.room}/media", files={"file": ("a.txt", b"old bytes\n")})
@@ -139,29 +155,39 @@ def test_old_events_become_tombstones_files_go_and_what_is_needed_stays(
     assert blob.exists()
     before = _events(hub, alice, setup.room)
 
-    r = _put(hub, alice, f"/v1/rooms/{setup.room}/retention", {"events_seconds": 1})
+    r = _put(hub, hub.admin_token, f"/v1/rooms/{setup.room}/retention", {"events_seconds": 1})
+    assert r.status_code == 200, r.text
+
+    # A retention longer than the clock goes back (a century) expires nothing.
+    r = _put(
+        hub,
+        hub.admin_token,
+        f"/v1/rooms/{other.room}/retention",
+        {"events_seconds": 99 * 365 * 86400},
+    )
     assert r.status_code == 200, r.text
 
     def swept() -> list[dict[str, Any]] | None:
         evs = _events(hub, alice, setup.room)
-        return evs if sum(map(_expired, evs)) == len(evs) - 1 else None
+        return evs if sum(map(_expired, evs)) == len(evs) - 2 else None
 
     after = poll(swept, timeout=30)
     assert [e["seq"] for e in after] == [e["seq"] for e in before]  # every place kept
     assert [e["id"] for e in after] == [e["id"] for e in before]
     for e in after:
-        if e["id"] == held_event["id"]:
-            assert e["text"] == "@bot keep this" and not e["redacted"]  # bot has not acked it
+        if e["id"] in (held_event["id"], later["id"]):
+            assert e["text"].startswith("@bot") and not e["redacted"]  # bot has not acked them
             continue
         assert e["text"] == "" and e["attachments"] == [] and e["redacted"]
         assert e["metadata"]["retention"]["expired_at"] >= e["created_at"]
-    assert after[4]["in_reply_to"] == first["id"]  # a reply still names what it answered
-    assert [e["seq"] for e in _events(hub, alice, setup.room, after=2)] == [3, 4, 5]  # after=
+    assert after[6]["in_reply_to"] == first["id"]  # a reply still names what it answered
+    assert [e["seq"] for e in _events(hub, alice, setup.room, after=4)] == [5, 6, 7]  # after=
     with hub.client(alice) as c:
         gone = c.get(f"/v1/media/{media_event['attachments'][0]['id']}")
         assert gone.status_code == 410 and gone.json()["error"]["code"] == "media_expired"
         found = c.get("/v1/search", params={"q": "secret"}).json()
         assert found["hits"] == [], found  # search forgot the expired texts
+        assert c.get(f"/v1/media/{carried_id}").content == b"carried\n"  # still carried
     poll(lambda: not blob.exists(), timeout=30)  # bytes no kept row names: freed
     with hub.client(other.tokens["dora"]) as d:  # bytes another room still names: kept
         assert d.get(f"/v1/media/{kept.json()['media']['id']}").content == b"shared\n"
@@ -198,7 +224,7 @@ def test_a_hub_killed_mid_sweep_finishes_it_after_the_restart(
     with hub.client(setup.tokens["alice"]) as c:
         up = c.post(f"/v1/rooms/{setup.room}/media", files={"file": ("a.txt", b"to go\n")})
         sha = up.json()["media"]["sha256"]
-    r = _put(hub, setup.tokens["alice"], f"/v1/rooms/{setup.room}/retention", {"events_seconds": 1})
+    r = _put(hub, hub.admin_token, f"/v1/rooms/{setup.room}/retention", {"events_seconds": 1})
     assert r.status_code == 200
     code = hub.wait_exit(60)
     hub.stop()  # closes what the test held of it

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -248,10 +249,9 @@ def keep_for(value: str, inherit: bool) -> int | None:
         return 0
     if text == "inherit" and inherit:
         return None
-    number, unit = text[:-1], text[-1:]
-    if unit.isdigit():
-        number, unit = text, "s"
-    if not number.isdigit() or unit not in _UNITS or int(number) <= 0:
+    m = re.fullmatch(r"([0-9]{1,12})([smhd]?)", text)
+    number, unit = (m.group(1), m.group(2) or "s") if m else ("", "")
+    if m is None or int(number) <= 0:
         kinds = "`forever`, `inherit`" if inherit else "`forever`"
         raise click.BadParameter(f"{value!r}: a duration such as 30d, 12h, 90m, 45s, or {kinds}")
     return int(number) * _UNITS[unit]

@@ -64,6 +64,7 @@ class Code(StrEnum):
     TARGET_NOT_EMPTY = "target_not_empty"
     BACKUP_INVALID = "backup_invalid"
     TOOL_MISSING = "tool_missing"
+    TOOL_FAILED = "tool_failed"
     BUSY = "busy"
     INTERNAL = "internal"
 

@@ -286,7 +286,13 @@ class BlobStore:
         killed meanwhile): the sweep puts back those still named, and removes the rest."""
         out = []
         for path in self.tmp.glob(GONE_PREFIX + "*"):
-            sha256 = path.name[len(GONE_PREFIX) :].split("-", 1)[0]
+            sha256, _, pid = path.name[len(GONE_PREFIX) :].partition("-")
+            try:
+                young = time.time() - path.lstat().st_mtime < self.free_grace + 60
+            except FileNotFoundError:
+                continue
+            if young and pid.isdigit() and _alive(int(pid)):
+                continue  # a live process (another hub on these blobs) is still on it
             out.append((sha256, path))
         return out
 
@@ -311,6 +317,16 @@ class BlobStore:
             _remove(Path(name))
             raise
         return fd, tmp_path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _touched(path: Path) -> bool:

@@ -88,6 +88,7 @@ class RoomExport:
     format: str
     files: str
     exported_at: str = field(default_factory=lambda: rfc3339(now_ms()))
+    embedded: dict[str, int] = field(default_factory=dict)  # media id: the seq it went in
 
     @property
     def filename(self) -> str:
@@ -184,7 +185,13 @@ class RoomExport:
             row = page.files.get(att["id"])
             if row is None or not _served(row):
                 att["gone"] = True
+            elif self.files == fmt.EMBED and att["id"] in self.embedded:
+                # The bytes are in the line of the event that carried them first: each file
+                # once per export, so the embed cap (the room's files, each counted once)
+                # bounds what is written.
+                att["embedded_in"] = self.embedded[att["id"]]
             elif self.files == fmt.EMBED:
+                self.embedded[att["id"]] = ev["seq"]
                 data = await asyncio.to_thread(_read_blob, self.hub.blobs.path_of(row.sha256))
                 if data is None:
                     log.warning("export of %s: the file of %s is missing", self.room.id, row.id)

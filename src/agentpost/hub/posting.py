@@ -184,6 +184,7 @@ def create_message(
             f"unknown media in this room: {', '.join(missing)}",
             field="$.attachments",
         )
+    media.used(tx, room.id, ids, seq, now_ms())  # kept while this event stands (retention)
     ev, body = append_event(
         tx,
         room,
@@ -216,7 +217,7 @@ def create_media_event(
         uploader=sender.name,
         created_at=row.created_at,
     )
-    media.insert(tx, stored)
+    media.insert(tx, stored, seq)
     ev, body = append_event(
         tx,
         room,

@@ -79,8 +79,8 @@ class Swept:
 
 def _cutoff_id(now_ms: int, keep_seconds: int) -> str:
     """The smallest event id of the moment `keep_seconds` ago: event ids are ULIDs, so an
-    id below it was made before that moment."""
-    return "ev_" + ids.ulid(now_ms - keep_seconds * 1000)[:10] + "0" * 16
+    id below it was made before that moment. A moment before 1970 has no event before it."""
+    return "ev_" + ids.ulid(max(0, now_ms - keep_seconds * 1000))[:10] + "0" * 16
 
 
 def _expire_event(tx: Tx, body: bytes, at: str) -> tuple[list[str], bool]:
@@ -100,6 +100,17 @@ def _expire_event(tx: Tx, body: bytes, at: str) -> tuple[list[str], bool]:
     return [a.id for a in ev.attachments], False
 
 
+def _expire_files(tx: Tx, room_id: str, files: list[str], now: int, seq: int) -> list[str]:
+    """The files of the event at `seq`, which expires: those no later event carries, and no
+    event an active member has not acknowledged (their sha256)."""
+    if not files:
+        return []
+    spared = _spared_media(tx, room_id)
+    if spared is None:
+        return []
+    return retention.expire_media(tx, room_id, [f for f in files if f not in spared], now, seq)
+
+
 def _spared_media(db: Db, room_id: str) -> set[str] | None:
     """Ids of the files an unacknowledged inbox item's event carries (None: too many such
     events to look at; every file of the room is spared this time)."""
@@ -117,12 +128,17 @@ class RetentionSweep:
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
         self.pending_blobs: set[str] = set()  # bytes to free once an upload's grace is over
+        self.started = False  # the first sweep looks for bytes a killed hub left behind
 
     async def sweep(self) -> Swept:
         """One sweep over every room with a retention."""
         hub = self.hub
         swept = Swept()
         await self._finish_set_aside()
+        if not self.started:
+            hashes = await hub.engine.read(retention.expired_hashes)
+            self.pending_blobs.update(h for h in hashes if hub.blobs.path_of(h).exists())
+            self.started = True
         for kept in await hub.engine.read(retention.rooms_to_sweep):
             try:
                 if kept.events is not None:
@@ -159,7 +175,7 @@ class RetentionSweep:
                 if event_id >= cutoff or retention.needed(tx, room_id, seq, event_id):
                     continue
                 files, _ = _expire_event(tx, body, at)
-                swept.freed.update(retention.expire_media(tx, room_id, files, now))
+                swept.freed.update(_expire_files(tx, room_id, files, now, seq))
                 retention.release(tx, room_id, seq)
                 swept.events += 1
 
@@ -178,7 +194,7 @@ class RetentionSweep:
                     swept.held += 1
                 else:
                     files, already = _expire_event(tx, body, at)
-                    swept.freed.update(retention.expire_media(tx, room_id, files, now))
+                    swept.freed.update(_expire_files(tx, room_id, files, now, seq))
                     swept.events += 0 if already else 1
                 upto = seq
             retention.advance(tx, room_id, upto)

@@ -45,7 +45,7 @@ def header(room: RoomOut, exported_at: str, by: str | None) -> str:
         f"Room `{room.id}` of workspace `{room.workspace}`, exported {when(exported_at)}"
         f"{who}: every event up to #{room.last_seq}.",
         "",
-        f"Participants: {', '.join(room.participants) or '(none)'}."
+        f"Participants: {escaped(', '.join(room.participants)) or '(none)'}."
         + (" The room is archived." if room.archived else ""),
         "",
         "---",
@@ -97,7 +97,7 @@ def event(
     out = head + ":" + (_text(ev.text) if ev.text else "")
     delegated = ev.metadata.get("delegated_to")
     if isinstance(delegated, list) and delegated:
-        out += f" — delegates to {', '.join(map(str, delegated))}"
+        out += f" — delegates to {escaped(', '.join(map(str, delegated)))}"
     extra = []
     for a in ev.attachments:
         name = escaped(a.name)
@@ -105,11 +105,12 @@ def event(
             extra.append(f"- file {name} ({a.size} bytes): no longer served")
         else:
             extra.append(
-                f"- file [{name}]({attachment_path(a.id, a.name)}) ({a.mime_type}, {a.size} bytes)"
+                f"- file [{name}]({attachment_path(a.id, a.name)}) ({escaped(a.mime_type)}, "
+                f"{a.size} bytes)"
             )
     if ev.reactions:
         marks = ", ".join(
-            f"{escaped(r.emoji)} {r.count} ({', '.join(r.members)})" for r in ev.reactions
+            f"{escaped(r.emoji)} {r.count} ({escaped(', '.join(r.members))})" for r in ev.reactions
         )
         extra.append(f"- reactions: {marks}")
     if receipts:
@@ -118,10 +119,11 @@ def event(
             if r.state == "replied" and r.receipt_event is not None:
                 badge = _BADGES.get(r.reply_kind or "", r.reply_kind or "replied")
                 said.append(
-                    f"{r.member} {badge} in {_ref(seqs.get(r.receipt_event), r.receipt_event)}"
+                    f"{escaped(r.member)} {badge} in "
+                    f"{_ref(seqs.get(r.receipt_event), r.receipt_event)}"
                 )
             else:
-                said.append(f"{r.member} pending")
+                said.append(f"{escaped(r.member)} pending")
         extra.append(f"- reported back: {'; '.join(said)}")
     if extra:
         out += "\n\n" + "\n".join(extra)

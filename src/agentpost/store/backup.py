@@ -31,6 +31,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -41,7 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 from agentpost import __version__
 from agentpost.core.errors import AgentpostError, Code
@@ -201,17 +202,50 @@ def _partial(dest: Path, suffix: str) -> Iterator[Path]:
 # -- PostgreSQL ---------------------------------------------------------------------------
 
 
-def _pg_env(url: str) -> tuple[str, dict[str, str]]:
-    """The URL without its password (safe on a command line) and the environment that gives
-    the password to libpq's tools."""
-    parts = urlsplit(url)
-    env = dict(os.environ)
-    if parts.password is not None:
-        env["PGPASSWORD"] = unquote(parts.password)
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.netloc.rpartition("@")[0].partition(":")[0]
-    netloc = f"{user}@{host}" if user else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), env
+# libpq's connection keywords and the environment variables its tools read them from.
+_PG_ENV = {
+    "host": "PGHOST",
+    "hostaddr": "PGHOSTADDR",
+    "port": "PGPORT",
+    "dbname": "PGDATABASE",
+    "user": "PGUSER",
+    "password": "PGPASSWORD",
+    "passfile": "PGPASSFILE",
+    "options": "PGOPTIONS",
+    "application_name": "PGAPPNAME",
+    "sslmode": "PGSSLMODE",
+    "sslcert": "PGSSLCERT",
+    "sslkey": "PGSSLKEY",
+    "sslrootcert": "PGSSLROOTCERT",
+    "sslcrl": "PGSSLCRL",
+    "connect_timeout": "PGCONNECT_TIMEOUT",
+    "service": "PGSERVICE",
+    "target_session_attrs": "PGTARGETSESSIONATTRS",
+    "gssencmode": "PGGSSENCMODE",
+    "channel_binding": "PGCHANNELBINDING",
+    "requiressl": "PGREQUIRESSL",
+}
+
+
+def _pg_env(url: str) -> dict[str, str]:
+    """The environment that gives libpq's tools (pg_dump, pg_restore) this database: every
+    part of the URL as a PG* variable, so nothing of it (a password above all, in the URL's
+    user part or its `?password=`) is on their command line."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(url)
+    except Exception as exc:  # psycopg.ProgrammingError: the URL cannot be read
+        raise OpsError(Code.INVALID_REQUEST, "the database URL cannot be read") from exc
+    env = dict(os.environ)  # PGPASSWORD or ~/.pgpass still give a password the URL lacks
+    for key, value in parts.items():
+        name = _PG_ENV.get(key)
+        if name is None:
+            raise OpsError(
+                Code.INVALID_REQUEST, f"the database URL's {key!r} has no libpq variable"
+            )
+        env[name] = str(value)
+    return env
 
 
 def _pg_tool(name: str) -> str:
@@ -228,7 +262,7 @@ def _pg_tool(name: str) -> str:
 def _run_tool(argv: list[str], env: dict[str, str], what: str) -> None:
     p = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     if p.returncode != 0:
-        raise OpsError(Code.STORAGE_UNAVAILABLE, f"{what} failed: {p.stderr.strip()[-2000:]}")
+        raise OpsError(Code.TOOL_FAILED, f"{what} failed: {p.stderr.strip()[-2000:]}")
 
 
 def pg_connect(url: str) -> Any:
@@ -253,9 +287,12 @@ _COUNTED = ("workspaces", "members", "rooms", "events", "media")
 def _facts(q: Any) -> dict[str, Any]:
     """Counts, schema version and the media hashes, through `q(sql) -> rows`."""
     counts = {t: int(q(f"SELECT COUNT(*) FROM {t}")[0][0]) for t in _COUNTED}
-    version = q("SELECT MAX(version) FROM schema_version")[0][0]
-    hashes = sorted({str(r[0]) for r in q("SELECT DISTINCT sha256 FROM media")})
-    return {"counts": counts, "schema_version": int(version or 0), "hashes": hashes}
+    version = int(q("SELECT MAX(version) FROM schema_version")[0][0] or 0)
+    # The bytes a download may still ask for: a redacted file's and an expired one's may be
+    # gone for good (hub/retention.py frees them).
+    served = "redacted = 0" + (" AND expired_at IS NULL" if version >= 14 else "")
+    rows = q(f"SELECT DISTINCT sha256 FROM media WHERE {served}")
+    return {"counts": counts, "schema_version": version, "hashes": sorted(str(r[0]) for r in rows)}
 
 
 # -- backup -------------------------------------------------------------------------------
@@ -290,6 +327,7 @@ def _backup(store: Store, dest: Path) -> dict[str, Any]:
             facts = _pg_dump(store.db_url, work / PG_DUMP)
         _crash_point("backup:database")
         problems = []
+        missing = []
         copied = []
         total = 0
         for sha in facts["hashes"]:
@@ -297,6 +335,7 @@ def _backup(store: Store, dest: Path) -> dict[str, Any]:
             problem = _copy_checked(store.blob_dir / sha[:2] / sha, where, sha)
             if problem is not None:
                 problems.append(problem)
+                missing.append(sha)
             else:
                 copied.append(sha)
                 total += where.stat().st_size
@@ -317,6 +356,7 @@ def _backup(store: Store, dest: Path) -> dict[str, Any]:
             "blobs": len(copied),
             "blob_bytes": total,
             "problems": problems,
+            "missing_blobs": missing,  # not in the hub's own store: known, not restorable
             "blob_hashes": copied,
         }
         if "pg_schema" in facts:
@@ -361,7 +401,7 @@ def _quoted(name: str) -> str:
 
 def _pg_dump(url: str, out: Path) -> dict[str, Any]:
     pg_dump = _pg_tool("pg_dump")
-    safe_url, env = _pg_env(url)
+    env = _pg_env(url)
     conn = pg_connect(url)
     try:
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -379,7 +419,6 @@ def _pg_dump(url: str, out: Path) -> dict[str, Any]:
                 f"--snapshot={snapshot}",
                 f"--schema={_quoted(schema)}",
                 f"--file={out}",
-                f"--dbname={safe_url}",
             ],
             env,
             "pg_dump",
@@ -403,7 +442,15 @@ def read_manifest(src: Path) -> dict[str, Any]:
         ) from None
     except (OSError, ValueError) as exc:
         raise OpsError(Code.BACKUP_INVALID, f"{src / MANIFEST} cannot be read: {exc}") from exc
-    if manifest.get("format") != FORMAT or not isinstance(manifest.get("schema_version"), int):
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("format") != FORMAT
+        or not isinstance(manifest.get("schema_version"), int)
+        or manifest.get("engine") not in ("sqlite", "postgresql")
+        or not isinstance(manifest.get("counts"), dict)
+        or not isinstance(manifest.get("missing_blobs", []), list)
+        or not isinstance(manifest.get("blob_hashes", []), list)
+    ):
         raise OpsError(Code.BACKUP_INVALID, f"{src} is not an agentpost backup")
     if manifest.get("format_version") != FORMAT_VERSION:
         raise OpsError(
@@ -448,8 +495,11 @@ def check_backup(src: Path) -> tuple[dict[str, Any], list[str]]:
         hashes = [str(h) for h in manifest.get("blob_hashes", [])]
     else:
         return manifest, [f"unknown engine {engine!r} in the manifest"]
+    known = {str(h) for h in manifest.get("missing_blobs", [])}  # said when it was made
     for sha in hashes:
         blob = src / BLOBS / sha[:2] / sha
+        if sha in known:
+            continue
         if not blob.is_file():
             problems.append(f"the bytes of {sha} are missing from the backup")
         elif hash_file(blob)[0] != sha:
@@ -492,7 +542,8 @@ def _restore(src: Path, target: Store) -> dict[str, Any]:
         with _partial(target.data_dir, "restoring") as work:
             shutil.copyfile(src / SQLITE_FILE, work / SQLITE_FILE)
             os.chmod(work / SQLITE_FILE, FILE_MODE)
-            _copy_blobs(src, work / BLOBS)
+            elsewhere = target.blob_dir != target.data_dir / BLOBS  # the hub's --blobs DIR
+            _copy_blobs(src, target.blob_dir if elsewhere else work / BLOBS)
             if (src / ADMIN_TOKEN).is_file():
                 _write_file(work / ADMIN_TOKEN, (src / ADMIN_TOKEN).read_bytes())
             with open(work / SQLITE_FILE, "rb+") as f:
@@ -524,16 +575,20 @@ def _pg_restore(src: Path, target: Store, manifest: dict[str, Any]) -> None:
     conn = pg_connect(target.db_url)
     try:
         schema = conn.execute("SELECT current_schema()").fetchone()[0]
+        dbname = conn.execute("SELECT current_database()").fetchone()[0]
         tables = conn.execute(
             "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()"
         ).fetchone()[0]
+        wanted = manifest.get("pg_schema", "public")
+        schema_there = bool(
+            conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (wanted,)).fetchone()
+        )
         if schema is None:  # the search_path names a schema that is not there (yet)
             schema = conn.execute(
                 "SELECT trim(both '\"' from split_part(current_setting('search_path'), ',', 1))"
             ).fetchone()[0]
     finally:
         conn.close()
-    wanted = manifest.get("pg_schema", "public")
     if schema != wanted:
         raise OpsError(
             Code.INVALID_REQUEST,
@@ -547,20 +602,40 @@ def _pg_restore(src: Path, target: Store, manifest: dict[str, Any]) -> None:
         )
     _copy_blobs(src, target.blob_dir)  # first: copying a content-addressed blob twice is harmless
     _crash_point("restore:blobs")
-    safe_url, env = _pg_env(target.db_url)
-    _run_tool(
-        [
-            pg_restore,
-            "--no-owner",
-            "--no-privileges",
-            "--single-transaction",
-            "--exit-on-error",
-            f"--dbname={safe_url}",
-            str(src / PG_DUMP),
-        ],
-        env,
-        "pg_restore",
-    )
+    env = _pg_env(target.db_url)
+    argv = [
+        pg_restore,
+        "--no-owner",
+        "--no-privileges",
+        "--single-transaction",
+        "--exit-on-error",
+        f"--dbname={dbname}",  # a name alone: the rest is in the environment
+    ]
+    if schema_there:
+        # The schema exists already (`public` in every new database): restore all but its
+        # CREATE SCHEMA, which would fail.
+        listed = subprocess.run(
+            [pg_restore, "--list", str(src / PG_DUMP)],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+        )
+        entries = [
+            ln
+            for ln in listed.stdout.splitlines()
+            if not re.search(r"\bSCHEMA - " + re.escape(wanted) + r"\b", ln)
+        ]
+        use_list = src.parent / f".{src.name}.restore-list-{os.getpid()}"
+        use_list.write_text("\n".join(entries) + "\n")
+        argv.append(f"--use-list={use_list}")
+    else:
+        use_list = None
+    try:
+        _run_tool([*argv, str(src / PG_DUMP)], env, "pg_restore")
+    finally:
+        if use_list is not None:
+            use_list.unlink(missing_ok=True)
     token = src / ADMIN_TOKEN
     if token.is_file() and not (target.data_dir / ADMIN_TOKEN).exists():
         target.data_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)

@@ -24,9 +24,12 @@ def _media(row: Row) -> MediaRow:
     )
 
 
-def insert(db: Db, m: MediaRow) -> None:
+def insert(db: Db, m: MediaRow, seq: int | None = None) -> None:
+    """A new file of the room; `seq`: the event that uploads it (retention keeps the file as
+    long as its newest carrying event stands, `used`)."""
     db.run(
-        f"INSERT INTO media ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO media ({_COLS}, last_seq, last_used_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             m.id,
             m.room_id,
@@ -37,6 +40,8 @@ def insert(db: Db, m: MediaRow) -> None:
             m.uploader,
             m.created_at,
             int(m.redacted),
+            seq,
+            m.created_at,
         ),
     )
 
@@ -76,3 +81,14 @@ def total_size(db: Db, room_id: str) -> int:
         (room_id,),
     )
     return int(row[0]) if row else 0
+
+
+def used(db: Db, room_id: str, ids: list[str], seq: int, at_ms: int) -> None:
+    """The event `seq` carries these files of the room (their upload's event, or a message
+    attaching them): retention keeps each as long as its newest such event stands."""
+    if ids:
+        marks = ",".join("?" * len(ids))
+        db.run(
+            f"UPDATE media SET last_seq = ?, last_used_at = ? WHERE room_id = ? AND id IN ({marks})",
+            (seq, at_ms, room_id, *ids),
+        )

@@ -154,29 +154,30 @@ def unacked_bodies(db: Db, room_id: str, limit: int) -> list[bytes]:
 
 
 def old_media(db: Db, room_id: str, before_ms: int, limit: int) -> list[tuple[str, str]]:
-    """(id, sha256) of the room's files uploaded before `before_ms` and not expired yet."""
+    """(id, sha256) of the room's files last uploaded or attached before `before_ms` and not
+    expired yet."""
     rows = db.all(
         "SELECT id, sha256 FROM media WHERE room_id = ? AND created_at < ?"
-        " AND expired_at IS NULL ORDER BY created_at LIMIT ?",
-        (room_id, before_ms, limit),
+        " AND COALESCE(last_used_at, created_at) < ? AND expired_at IS NULL"
+        " ORDER BY created_at LIMIT ?",
+        (room_id, before_ms, before_ms, limit),
     )
     return [(r[0], r[1]) for r in rows]
 
 
-def expire_media(db: Db, room_id: str, ids: list[str], at_ms: int) -> list[str]:
-    """Mark these files of the room expired; the sha256 of each one marked now."""
+def expire_media(
+    db: Db, room_id: str, ids: list[str], at_ms: int, upto_seq: int | None = None
+) -> list[str]:
+    """Mark these files of the room expired; the sha256 of each one marked now. With
+    `upto_seq` (an event at that seq expires), only the files no later event carries."""
     if not ids:
         return []
     marks = ",".join("?" * len(ids))
-    rows = db.all(
-        f"SELECT sha256 FROM media WHERE room_id = ? AND id IN ({marks}) AND expired_at IS NULL",
-        (room_id, *ids),
-    )
-    db.run(
-        f"UPDATE media SET expired_at = ? WHERE room_id = ? AND id IN ({marks})"
-        " AND expired_at IS NULL",
-        (at_ms, room_id, *ids),
-    )
+    later = "" if upto_seq is None else " AND (last_seq IS NULL OR last_seq <= ?)"
+    extra = () if upto_seq is None else (upto_seq,)
+    where = f"room_id = ? AND id IN ({marks}) AND expired_at IS NULL{later}"
+    rows = db.all(f"SELECT sha256 FROM media WHERE {where}", (room_id, *ids, *extra))
+    db.run(f"UPDATE media SET expired_at = ? WHERE {where}", (at_ms, room_id, *ids, *extra))
     return [r[0] for r in rows]
 
 
@@ -271,7 +272,13 @@ def forget_done_ag2_tasks(db: Db, done_before_ms: int, limit: int) -> int:
         (_AG2_DONE, done_before_ms, limit),
     )
     for member_id, event_id in rows:
-        db.run(
-            "DELETE FROM ag2_tasks WHERE member_id = ? AND event_id = ?", (member_id, event_id)
-        )
+        db.run("DELETE FROM ag2_tasks WHERE member_id = ? AND event_id = ?", (member_id, event_id))
     return len(rows)
+
+
+def expired_hashes(db: Db) -> list[str]:
+    """The bytes of every expired file: those no kept row names may still be on disk (a hub
+    killed between expiring a file and freeing its bytes)."""
+    return [
+        str(r[0]) for r in db.all("SELECT DISTINCT sha256 FROM media WHERE expired_at IS NOT NULL")
+    ]

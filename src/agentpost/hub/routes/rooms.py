@@ -276,11 +276,35 @@ async def mark_read(request: Request) -> Response:
     return json_response(200, msgspec.json.encode(out))
 
 
+MIN_MEMBER_KEEP = 86400  # a member may not make a room forget in less than a day
+
+
+def _member_may_keep(db: Db, workspace_id: str, events: int | None, media: int | None) -> None:
+    """What a participant may set (the admin may set anything): a day or more, and never
+    longer than the workspace keeps (for ever included), so no one member erases the room's
+    history at once, nor takes it out of the operator's policy."""
+    policies = retention.of_workspace(db, workspace_id)
+    for what, mine, policy in zip(("events", "media"), (events, media), policies, strict=True):
+        field = f"$.{what}_seconds"
+        if mine is not None and 0 < mine < MIN_MEMBER_KEEP:
+            raise AuthError(
+                Code.FORBIDDEN,
+                f"a participant keeps a room's {what} for a day ({MIN_MEMBER_KEEP} s) or more; "
+                "shorter is the admin's",
+                field=field,
+            )
+        if policy and mine is not None and (mine == 0 or mine > policy):
+            raise AuthError(
+                Code.FORBIDDEN,
+                f"the workspace keeps {what} for {policy} s: a participant may keep them for "
+                "less, only the admin for longer",
+                field=field,
+            )
+
+
 def _room_retention(db: Db, room_id: str) -> RetentionReply:
     own_events, own_media, events_, media_ = retention.of_room(db, room_id)
-    return RetentionReply(
-        RetentionOut(own_events, own_media, RetentionEffective(events_, media_))
-    )
+    return RetentionReply(RetentionOut(own_events, own_media, RetentionEffective(events_, media_)))
 
 
 async def get_retention(request: Request) -> Response:
@@ -298,24 +322,30 @@ async def get_retention(request: Request) -> Response:
 
 
 async def set_retention(request: Request) -> Response:
-    """`PUT /v1/rooms/{room}/retention`: a human participant (or the admin) sets how long the
-    room keeps its events and files; null: as its workspace."""
+    """`PUT /v1/rooms/{room}/retention`: a human participant (the room's owner, when it has
+    one) or the admin sets how long the room keeps its events and files; null: as its
+    workspace. A participant: a day or more, and no longer than the workspace keeps them."""
     hub = hub_of(request)
     who = await caller(request, hub)
     room_id = request.path_params["room"]
     body = await read_json(request, RetentionIn, hub.config.max_json_bytes)
-    if who is not None and who.kind != "human":
-        raise AuthError(Code.FORBIDDEN, "only a human participant sets a room's retention")
 
     def change(tx: Tx) -> RetentionReply:
         room = visible_room(tx, room_id, who)
+        if who is not None and (
+            who.kind != "human" or (room.owner is not None and room.owner != who.name)
+        ):
+            raise AuthError(
+                Code.FORBIDDEN,
+                "only a human participant (the room's owner, when it has one) or the admin "
+                "sets a room's retention",
+            )
         own_events, own_media, _, _ = retention.of_room(tx, room.id)
-        retention.set_room(
-            tx,
-            room.id,
-            own_events if body.events_seconds is msgspec.UNSET else body.events_seconds,
-            own_media if body.media_seconds is msgspec.UNSET else body.media_seconds,
-        )
+        events_ = own_events if body.events_seconds is msgspec.UNSET else body.events_seconds
+        media_ = own_media if body.media_seconds is msgspec.UNSET else body.media_seconds
+        if who is not None:
+            _member_may_keep(tx, room.workspace_id, events_, media_)
+        retention.set_room(tx, room.id, events_, media_)
         return _room_retention(tx, room.id)
 
     out = await hub.engine.write(change, room_id)

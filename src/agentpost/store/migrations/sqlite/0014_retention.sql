@@ -21,5 +21,13 @@ CREATE TABLE retention_held (
 -- When a file expired (ms; NULL while it is kept): its download is 410 media_expired, and its
 -- bytes go once no kept media row names them.
 ALTER TABLE media ADD COLUMN expired_at INTEGER;
+-- The newest event that carries the file (its upload's, or a later message attaching it)
+-- and when: a file expires with its events only once none that still stands carries it, and
+-- its own retention counts from its last use. Files from before this version: as if every
+-- event of their room at the upgrade carried them (never less than they need).
+ALTER TABLE media ADD COLUMN last_seq INTEGER;
+ALTER TABLE media ADD COLUMN last_used_at INTEGER;
+UPDATE media SET last_seq = (SELECT r.last_seq FROM rooms r WHERE r.id = media.room_id),
+  last_used_at = created_at;
 CREATE INDEX media_room_created ON media (room_id, created_at);
 CREATE INDEX media_sha256 ON media (sha256);
