@@ -80,6 +80,7 @@ def start_hub(
     timeout: float = 30.0,
     launcher: list[str] | None = None,
     blobs_dir: Path | None = None,
+    extra_args: list[str] | None = None,
 ) -> Served:
     """`agentpost serve --port 0 --log-level warning`, pinned; waits for its listening line.
 
@@ -95,6 +96,7 @@ def start_hub(
         cmd += ["--db", db_url]
     if blobs_dir:
         cmd += ["--blobs", str(blobs_dir)]
+    cmd += extra_args or []
     env = {**os.environ, "AGENTPOST_ADMIN_TOKEN": admin_token}
     with open(log_path, "w") as log:
         proc = subprocess.Popen(

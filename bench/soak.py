@@ -146,6 +146,7 @@ def main() -> None:
     ap.add_argument("--upload-every", type=int, default=20)
     ap.add_argument("--keep-events", type=int, default=120, help="seconds")
     ap.add_argument("--keep-media", type=int, default=60, help="seconds")
+    ap.add_argument("--key-ttl", type=int, default=300, help="seconds (the hub's default: a day)")
     ap.add_argument("--sample", type=float, default=30.0)
     ap.add_argument("--max-growth-pct", type=float, default=10.0)
     ap.add_argument("--db", default=None, help="postgresql://… (default: SQLite)")
@@ -157,7 +158,10 @@ def main() -> None:
     admin = new_secret()
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "hub"
-        hub = start_hub(data, None, admin, db_url=args.db)
+        # Key records live for their TTL (a day by default): a shorter one here reaches the
+        # steady state within the run, as retention does.
+        ttl = ["--key-ttl-seconds", str(args.key_ttl)]
+        hub = start_hub(data, None, admin, db_url=args.db, extra_args=ttl)
         try:
             a = {"Authorization": f"Bearer {admin}"}
             httpx.post(
