@@ -41,3 +41,14 @@ def test_bodies_are_bounded_in_bytes_and_a_replaced_answer_counts_once() -> None
     assert recent.get(("m", "b"), 0) is not None
     recent.put(("m", "huge"), _known(b"h" * 500))  # alone over the bound: nothing kept
     assert len(recent) == 0
+
+
+def test_prune_forgets_the_expired_answers_oldest_first() -> None:
+    recent = RecentAnswers()
+    for i in range(5):
+        recent.put(("m", f"k{i}"), Known("fp", 201, b"x" * 10, created_at=100 + i))
+    assert recent.prune(cutoff=103) == 3  # made at 100, 101, 102: expired
+    assert len(recent) == 2
+    assert recent.get(("m", "k3"), cutoff=103) is not None
+    assert recent.get(("m", "k0"), cutoff=103) is None
+    assert recent.prune(cutoff=103) == 0

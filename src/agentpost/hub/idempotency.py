@@ -113,6 +113,19 @@ class RecentAnswers:
     def _drop(self, slot: tuple[str, str]) -> None:
         self._bytes -= len(self._known.pop(slot).body)
 
+    def prune(self, cutoff: int) -> int:
+        """Forget the answers of keys made before `cutoff` (expired: a replay would find the
+        key new anyway), oldest first; how many. Without it they would wait for the count or
+        byte bound to push them out, and hold memory an idle hub never gives back."""
+        gone = 0
+        while self._known:
+            slot, known = next(iter(self._known.items()))
+            if known.created_at >= cutoff:
+                break
+            self._drop(slot)
+            gone += 1
+        return gone
+
     def __len__(self) -> int:
         return len(self._known)
 
@@ -309,6 +322,7 @@ class Idempotency:
     async def sweep(self, limit: int = 1000) -> int:
         """Delete expired records in small batches so the sweep never blocks posting."""
         cutoff = self._cutoff()
+        self.recent.prune(cutoff)
         total = 0
         while True:
             n = await self.engine.write(lambda tx: keys.sweep(tx, cutoff, limit))
