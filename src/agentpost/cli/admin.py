@@ -14,7 +14,7 @@ from agentpost.cli.common import (
     emit,
     hub_errors,
     json_option,
-    keep_for,
+    retention_change,
     say,
     table,
 )
@@ -229,11 +229,7 @@ def workspace_retention(
     room says otherwise (docs/operations.md "Retention")."""
     from agentpost.cli.room_ops import retention_lines
 
-    change = {}
-    if events is not None:
-        change["events_seconds"] = keep_for(events, inherit=False)
-    if media is not None:
-        change["media_seconds"] = keep_for(media, inherit=False)
+    change = retention_change(events, media, inherit=False)
     with hub_errors(as_json), client(hub, admin_token(admin_tok)) as c:
         kept = c.retention(workspace=name, **change)
     emit(as_json, {"retention": kept}, lambda: retention_lines(f"workspace {name}", kept))

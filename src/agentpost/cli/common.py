@@ -257,6 +257,17 @@ def keep_for(value: str, inherit: bool) -> int | None:
     return int(number) * _UNITS[unit]
 
 
+def retention_change(events: str | None, media: str | None, inherit: bool) -> dict[str, int | None]:
+    """The `events_seconds` / `media_seconds` a retention command's options set (none given:
+    nothing to change, the command shows the settings)."""
+    change: dict[str, int | None] = {}
+    if events is not None:
+        change["events_seconds"] = keep_for(events, inherit)
+    if media is not None:
+        change["media_seconds"] = keep_for(media, inherit)
+    return change
+
+
 def duration_text(seconds: int | None) -> str:
     if not seconds:
         return "for ever"

@@ -20,7 +20,7 @@ from agentpost.cli.common import (
     hub_errors,
     hub_options,
     json_option,
-    keep_for,
+    retention_change,
     say,
     table,
 )
@@ -130,12 +130,9 @@ def room_retention(
     as_json: bool,
 ) -> None:
     """Show or set how long ROOM keeps its events and files (docs/operations.md); older ones
-    become tombstones, their files gone. A human participant sets it."""
-    change = {}
-    if events is not None:
-        change["events_seconds"] = keep_for(events, inherit=True)
-    if media is not None:
-        change["media_seconds"] = keep_for(media, inherit=True)
+    become tombstones, their files gone. A human participant sets a day or more, never longer
+    than the workspace keeps; the admin anything."""
+    change = retention_change(events, media, inherit=True)
     with hub_errors(as_json), client(hub, token) as c:
         room_id = c.resolve_room(room_ref)
         kept = c.retention(room_id=room_id, **change)

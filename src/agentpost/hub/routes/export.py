@@ -13,13 +13,14 @@ from collections.abc import AsyncIterator, Callable
 from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from agentpost.core import export as fmt
 from agentpost.core.errors import AgentpostError, Code, RequestError
-from agentpost.hub import auth, export, mediatypes
+from agentpost.hub import auth, export
+from agentpost.hub.routes import messages
 from agentpost.hub.routes.rooms import visible_room
 from agentpost.hub.state import hub_of
 from agentpost.store import media, members
@@ -110,25 +111,9 @@ async def workspace_media(request: Request) -> Response:
             room = None
         if row is None or room is None or room.workspace_id != ws.id:
             raise RequestError(Code.MEDIA_NOT_FOUND, f"no media {media_id!r} in {ws_name!r}")
-        if row.redacted:
-            raise RequestError(
-                Code.MEDIA_REDACTED, f"media {media_id!r} was redacted; its file is gone"
-            )
-        if row.expired_at is not None:
-            raise RequestError(
-                Code.MEDIA_EXPIRED,
-                f"media {media_id!r} expired under its room's retention; its file is gone",
-            )
-        return row
+        return messages.servable(row)
 
-    row = await hub.engine.read(read)
-    return FileResponse(
-        hub.blobs.path_of(row.sha256),
-        media_type=mediatypes.for_download(row.mime_type),
-        filename=row.name,
-        headers={"X-Content-SHA256": row.sha256, **mediatypes.DOWNLOAD_HEADERS},
-        content_disposition_type="attachment",
-    )
+    return messages.download(hub, await hub.engine.read(read))
 
 
 ROUTES = [

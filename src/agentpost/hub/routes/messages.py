@@ -269,22 +269,27 @@ async def get_media(request: Request) -> Response:
         except AgentpostError:
             # Not a participant: the media does not exist for this member.
             raise RequestError(Code.MEDIA_NOT_FOUND, f"no media {media_id!r}") from None
-        if row.redacted:
-            raise RequestError(
-                Code.MEDIA_REDACTED, f"media {media_id!r} was redacted; its file is gone"
-            )
-        if row.expired_at is not None:
-            raise RequestError(
-                Code.MEDIA_EXPIRED,
-                f"media {media_id!r} expired under its room's retention; its file is gone",
-            )
-        return row
+        return servable(row)
 
-    row = await hub.engine.read(read)
-    path = hub.blobs.path_of(row.sha256)
-    # Always an attachment, never sniffed, never run (hub/mediatypes.py).
+    return download(hub, await hub.engine.read(read))
+
+
+def servable(row: MediaRow) -> MediaRow:
+    """The file, if its bytes may still be served: 410 once redacted or expired."""
+    if row.redacted:
+        raise RequestError(Code.MEDIA_REDACTED, f"media {row.id!r} was redacted; its file is gone")
+    if row.expired_at is not None:
+        raise RequestError(
+            Code.MEDIA_EXPIRED,
+            f"media {row.id!r} expired under its room's retention; its file is gone",
+        )
+    return row
+
+
+def download(hub: Hub, row: MediaRow) -> FileResponse:
+    """The file's bytes: always an attachment, never sniffed, never run (hub/mediatypes.py)."""
     return FileResponse(
-        path,
+        hub.blobs.path_of(row.sha256),
         media_type=mediatypes.for_download(row.mime_type),
         filename=row.name,
         headers={"X-Content-SHA256": row.sha256, **mediatypes.DOWNLOAD_HEADERS},
