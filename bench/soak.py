@@ -57,6 +57,30 @@ def _slope_per_hour(points: list[tuple[float, float]]) -> float:
     )
 
 
+def _traced_growth(snaps: Path, duration: float, top: int = 25) -> list[dict[str, object]]:
+    """What grew between the snapshot nearest the middle of the run and the last one, by
+    the lines that allocated it (bench/traced_hub.py)."""
+    import tracemalloc
+
+    files = sorted(snaps.glob("snap-*.pickle"))
+    if len(files) < 2:
+        return []
+    mid = min(files, key=lambda f: abs(int(f.stem.split("-")[1]) - duration / 2))
+    a = tracemalloc.Snapshot.load(str(mid))
+    b = tracemalloc.Snapshot.load(str(files[-1]))
+    out: list[dict[str, object]] = []
+    for st in b.compare_to(a, "traceback")[:top]:
+        out.append(
+            {
+                "size_diff_kb": round(st.size_diff / 1024, 1),
+                "count_diff": st.count_diff,
+                "size_kb": round(st.size / 1024, 1),
+                "from": [f"{f.filename}:{f.lineno}" for f in st.traceback][-8:],
+            }
+        )
+    return out
+
+
 class Load:
     """The posting loop, at a steady rate; latencies per interval."""
 
@@ -151,6 +175,13 @@ def main() -> None:
     ap.add_argument("--max-growth-pct", type=float, default=10.0)
     ap.add_argument("--db", default=None, help="postgresql://… (default: SQLite)")
     ap.add_argument("--out", default=None)
+    ap.add_argument(
+        "--tracemalloc",
+        default=None,
+        metavar="DIR",
+        help="run the hub under tracemalloc (bench/traced_hub.py), snapshots in DIR; the "
+        "report names the lines whose memory grew over the second half",
+    )
     args = ap.parse_args()
 
     os.environ["AGENTPOST_SWEEP_INTERVAL"] = "5"
@@ -161,7 +192,12 @@ def main() -> None:
         # Key records live for their TTL (a day by default): a shorter one here reaches the
         # steady state within the run, as retention does.
         ttl = ["--key-ttl-seconds", str(args.key_ttl)]
-        hub = start_hub(data, None, admin, db_url=args.db, extra_args=ttl)
+        launcher = None
+        if args.tracemalloc:
+            os.environ["AGENTPOST_TRACE_DIR"] = str(Path(args.tracemalloc).resolve())
+            os.environ.setdefault("AGENTPOST_TRACE_EVERY", str(args.sample))
+            launcher = [str(Path(__file__).resolve().parent / "traced_hub.py")]
+        hub = start_hub(data, None, admin, db_url=args.db, extra_args=ttl, launcher=launcher)
         try:
             a = {"Authorization": f"Bearer {admin}"}
             httpx.post(
@@ -250,6 +286,8 @@ def main() -> None:
         "flat": all(v["growth_pct_per_hour"] < args.max_growth_pct for v in verdict.values()),
         "samples": samples,
     }
+    if args.tracemalloc:
+        report["tracemalloc_second_half"] = _traced_growth(Path(args.tracemalloc), args.duration)
     text = json.dumps(report, indent=1)
     print(text)
     if args.out:

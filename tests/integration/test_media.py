@@ -130,6 +130,32 @@ def test_media_downloads_only_for_participants(shared_hub: HubProcess) -> None:
         assert anon.get(f"/v1/media/{media_id}").status_code == 401
 
 
+def test_bytes_lost_outside_the_hub_are_a_clean_media_missing(setup: Setup) -> None:
+    """A file whose bytes vanished from the store (an operator's rm, a lost disk) answers a
+    stable code and a message naming the remedy, is logged, and changes nothing: the bytes
+    put back serve again."""
+    data = os.urandom(3000)
+    digest = hashlib.sha256(data).hexdigest()
+    blob = setup.hub.data_dir / "blobs" / digest[:2] / digest
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        media_id = upload(c, setup.room, data).json()["media"]["id"]
+        aside = blob.with_name(digest + ".aside")
+        blob.rename(aside)
+        try:
+            r = c.get(f"/v1/media/{media_id}")
+            assert r.status_code == 500, r.text
+            err = r.json()["error"]
+            assert err["code"] == "media_missing" and "db verify" in err["message"]
+            assert f"media {media_id}: its bytes {digest} are missing" in (
+                setup.hub.log_path.read_text()  # type: ignore[union-attr]
+            )
+            assert c.get(f"/v1/rooms/{setup.room}/events").status_code == 200
+        finally:
+            aside.rename(blob)
+        again = c.get(f"/v1/media/{media_id}")
+        assert again.status_code == 200 and again.content == data
+
+
 def test_bad_uploads_are_refused(setup: Setup) -> None:
     with setup.hub.client(setup.tokens["alice"]) as c:
         no_file = c.post(

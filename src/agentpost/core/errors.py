@@ -52,6 +52,7 @@ class Code(StrEnum):
     REACTION_LIMIT = "reaction_limit"
     MEDIA_REDACTED = "media_redacted"
     MEDIA_EXPIRED = "media_expired"
+    MEDIA_MISSING = "media_missing"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     TOO_MANY_STREAMS = "too_many_streams"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -26,6 +27,8 @@ from agentpost.store import media
 from agentpost.store.batch import AsData
 from agentpost.store.engine import Db, Tx
 from agentpost.store.models import MediaRow, Member
+
+log = logging.getLogger("agentpost.hub")
 
 MESSAGES_ROUTE = "POST /v1/rooms/{room}/messages"
 MEDIA_ROUTE = "POST /v1/rooms/{room}/media"
@@ -287,9 +290,23 @@ def servable(row: MediaRow) -> MediaRow:
 
 
 def download(hub: Hub, row: MediaRow) -> FileResponse:
-    """The file's bytes: always an attachment, never sniffed, never run (hub/mediatypes.py)."""
+    """The file's bytes: always an attachment, never sniffed, never run (hub/mediatypes.py).
+
+    Bytes missing from the store (lost outside the hub: a blob freed only after its grace,
+    hub/retention.py) are a clean `media_missing`, logged, not a bare 500 from the sender."""
+    path = hub.blobs.path_of(row.sha256)
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        log.error("media %s: its bytes %s are missing from the blob store", row.id, row.sha256)
+        raise RequestError(
+            Code.MEDIA_MISSING,
+            f"the bytes of media {row.id!r} are missing from the hub's store; "
+            "the operator's `agentpost db verify` lists such files",
+        ) from None
     return FileResponse(
-        hub.blobs.path_of(row.sha256),
+        path,
+        stat_result=stat,
         media_type=mediatypes.for_download(row.mime_type),
         filename=row.name,
         headers={"X-Content-SHA256": row.sha256, **mediatypes.DOWNLOAD_HEADERS},
