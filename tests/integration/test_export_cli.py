@@ -6,11 +6,16 @@ One hub per engine serves this module, each test in a workspace of its own."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -192,3 +197,99 @@ def test_workspace_export_needs_the_admin_token(setup: Setup, tmp_path: Path) ->
     with setup.hub.client(setup.hub.admin_token) as admin:
         r = admin.get(f"/v1/admin/workspaces/{setup.workspace}/media/md_nothere")
         assert r.status_code == 404 and r.json()["error"]["code"] == "media_not_found"
+
+
+@contextlib.contextmanager
+def cutting_proxy(upstream: str, after: int) -> Iterator[str]:
+    """A TCP proxy to the hub that passes everything, except that the answer to a request
+    whose line names `/export` is cut (both sockets closed) after `after` bytes: a broken
+    connection in the middle of an export, as a real network or a stopped hub makes it."""
+    up = urlsplit(upstream)
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def pipe(src: socket.socket, dst: socket.socket, answer: bool, cut: list[bool]) -> None:
+        sent = 0
+        try:
+            while data := src.recv(65536):
+                if answer and cut[0]:
+                    data = data[: max(0, after - sent)]
+                    sent += len(data)
+                    dst.sendall(data)
+                    if sent >= after:
+                        break
+                    continue
+                if not answer and b"/export" in data.split(b"\r\n", 1)[0]:
+                    cut[0] = True
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection((up.hostname, up.port))
+            cut = [False]
+            threading.Thread(target=pipe, args=(conn, server, False, cut), daemon=True).start()
+            threading.Thread(target=pipe, args=(server, conn, True, cut), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        listener.close()
+
+
+CUT = {(75, "export_cut_short")}
+
+
+@pytest.mark.parametrize("after", [1500, 9000, 30000])
+def test_an_export_cut_midway_over_the_wire_is_said_and_leaves_nothing(
+    setup: Setup, tmp_path: Path, after: int
+) -> None:
+    """The connection breaks in the middle of the export (a real TCP cut between the
+    command and the hub): the command says `export_cut_short` (retryable, exit 75) and leaves
+    neither the export nor a part file; a retry over a whole connection writes it."""
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        r = c.post(f"/v1/workspaces/{setup.workspace}/rooms", json={"name": f"long{after}"})
+        assert r.status_code == 201, r.text
+        room = r.json()["room"]["id"]
+        for i in range(200):
+            r = c.post(f"/v1/rooms/{room}/messages", json={"text": f"line {i} " + "x" * 200})
+            assert r.status_code == 201, r.text
+    target = tmp_path / "room.jsonl"
+    with cutting_proxy(setup.hub.url, after) as url:
+        p = agentpost(
+            setup.hub, "room", "export", room, "-o", str(target), "--json",
+            token=setup.tokens["alice"], env={"AGENTPOST_HUB": url}, check=False,
+        )  # fmt: skip
+        err = json_error(p)
+        assert (p.returncode, err["code"]) in CUT, err
+        assert err["retryable"] is True and "cut" in err["message"], err
+        assert os.listdir(tmp_path) == []
+        p = agentpost(
+            setup.hub, "admin", "workspace", "export", setup.workspace,
+            "-o", str(tmp_path / "ws"), "--json", env={"AGENTPOST_HUB": url}, check=False,
+        )  # fmt: skip
+        err = json_error(p)
+        assert (p.returncode, err["code"]) in CUT and err["retryable"] is True, err
+        # No index says the directory is whole; what is left is only rooms whose end line
+        # came, each a whole export of its own, and no part file.
+        left = sorted(x.name for x in (tmp_path / "ws").iterdir())
+        assert "workspace.json" not in left and not [x for x in left if x.startswith(".")]
+        for name in left:
+            assert json.loads((tmp_path / "ws" / name).read_text().splitlines()[-1])["end"]
+    p = agentpost(setup.hub, "room", "export", room, "-o", str(target), token=setup.tokens["alice"])
+    lines = [json.loads(x) for x in target.read_text().splitlines()]
+    assert len(lines) == 202 and lines[-1]["events"] == 200
+    agentpost(setup.hub, "admin", "workspace", "export", setup.workspace, "-o", str(tmp_path / "ws"))
+    assert (tmp_path / "ws" / "workspace.json").exists()

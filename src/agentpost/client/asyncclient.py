@@ -733,18 +733,25 @@ class AsyncHubClient:
         self, path: str, params: dict[str, str] | None = None
     ) -> AsyncIterator[httpx.Response]:
         """A GET whose body is read as it arrives (an export): a 2xx response, else the
-        hub's error; a connection that breaks on the way is `HubUnreachable`."""
+        hub's error. A connection that breaks before the answer began is `HubUnreachable`;
+        one that breaks in its body is `HubUnavailable` `export_cut_short` (retryable)."""
         checked_path(path)
+        began = False
         try:
             async with self._http.stream("GET", path, params=params) as resp:
                 if resp.status_code >= 300:
                     await resp.aread()
                     raise error_from_response(resp)
+                began = True
                 yield resp
         except httpx.TransportError as exc:
-            raise HubUnreachable(
-                f"{path} from {self.hub} cut: {exc or type(exc).__name__}"
-            ) from exc
+            why = f"{exc or type(exc).__name__}"
+            if began:
+                raise HubUnavailable(
+                    exports.CUT_SHORT,
+                    f"the export {path} from {self.hub} was cut short ({why}); export it again",
+                ) from exc
+            raise HubUnreachable(f"{path} from {self.hub} cut: {why}") from exc
 
     async def export_room(
         self, room_id: str, sink: BinaryIO, format: str = "jsonl", files: str = "paths"
