@@ -274,6 +274,8 @@ def main() -> None:
         "args": vars(args),
         "machine": machine_info(),
         "engine": "postgresql" if args.db else "sqlite",
+        # hub/memory.py: the sweeper hands freed memory back to the system (off: "0").
+        "malloc_trim": os.environ.get("AGENTPOST_MALLOC_TRIM", "1") != "0",
         "posted": load.posted,
         "uploads": load.uploads,
         "errors": load.errors,

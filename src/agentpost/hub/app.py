@@ -33,6 +33,7 @@ from agentpost.hub.errors import (
     handle_unknown,
 )
 from agentpost.hub.idempotency import Idempotency
+from agentpost.hub.memory import Trimmer
 from agentpost.hub.metrics import HubMetrics
 from agentpost.hub.notify import ALL, Notifier
 from agentpost.hub.presence import Presence
@@ -172,8 +173,11 @@ def _woken(hub: Hub) -> Callable[[str], None]:
 
 async def _sweeper(hub: Hub) -> None:
     kept = RetentionSweep(hub)
+    trimmer = Trimmer()
     while True:
         await asyncio.sleep(hub.config.sweep_interval_seconds)
+        if trimmer.due():  # what the last interval freed goes back to the system
+            await asyncio.to_thread(trimmer.give_back)
         try:
             n = await hub.idempotency.sweep()
             hub.metrics.keys_swept.inc(n)
