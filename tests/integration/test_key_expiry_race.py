@@ -61,18 +61,86 @@ async def _race(dsn: str, engine_cls: Any, monkeypatch: pytest.MonkeyPatch) -> N
         )
 
         barrier = threading.Barrier(2, timeout=20)
-        real_delete = keys.delete
+        real_delete = keys.delete_expired
 
-        def delete_together(db: Any, member_id: str, key: str) -> None:
+        def delete_together(db: Any, member_id: str, key: str, cutoff: int) -> None:
             barrier.wait()  # both writers have seen the expired record
-            real_delete(db, member_id, key)
+            real_delete(db, member_id, key, cutoff)
 
-        monkeypatch.setattr(idem_module.keys, "delete", delete_together)
+        monkeypatch.setattr(idem_module.keys, "delete_expired", delete_together)
         a, b = await asyncio.gather(
             Idempotency(one, 3600, 5).run(alice.id, "k", fp, create),
             Idempotency(two, 3600, 5).run(alice.id, "k", fp, create),
         )
         assert sorted([a.idempotency_status, b.idempotency_status]) == ["created", "replayed"]
+        assert a.body == b.body != first.body
+        stored = await one.read(lambda db: events.page(db, room_id, 0, 100))
+        assert len(stored) == 2  # the first post and one renewal, not two
+    finally:
+        await one.close()
+        await two.close()
+
+
+def test_a_renewal_committed_before_the_others_delete_is_not_deleted(
+    engine: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interleaving a loaded machine makes: process B has read the expired record and is
+    about to delete it; process A deletes it, renews the key, posts and commits first. B's
+    delete, a new statement, sees A's fresh record: it must leave it, and B answers from it
+    (replayed), not post the same key again (found by a loaded CI run: two `created`)."""
+    if engine is None:
+        pytest.skip("two writer processes share a database on PostgreSQL only")
+    from agentpost.store.postgres import PostgresEngine
+
+    asyncio.run(_late_delete(engine, PostgresEngine, monkeypatch))
+
+
+async def _late_delete(dsn: str, engine_cls: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    one, two = engine_cls(dsn, writers=1), engine_cls(dsn, writers=1)
+    try:
+
+        def setup(tx: Tx) -> tuple[Any, str]:
+            ws = members.create_workspace(tx, "acme")
+            alice = members.create_member(tx, ws, "alice", "human", None)
+            room = rooms.create_room(tx, ws.id, "general", "channel", "dynamic", None, None, False)
+            rooms.add_participant(tx, room.id, alice.id)
+            return alice, room.id
+
+        alice, room_id = await one.write(setup)
+        body = {"text": "hi", "metadata": {}, "in_reply_to": None, "reply_kind": None}
+        body["attachments"] = []
+        fp = fingerprint("POST /v1/rooms/{room}/messages", room_id, body)
+
+        def create(tx: Tx) -> Any:
+            return posting.create_message(tx, room_id, alice, body)
+
+        first = await Idempotency(one, 3600, 5).run(alice.id, "k", fp, create)
+        await one.write(
+            lambda tx: tx.run("UPDATE idempotency_keys SET created_at = created_at - 7200000")
+        )
+        real_delete = keys.delete_expired
+        b_at_delete, b_go = threading.Event(), threading.Event()
+        b_thread: list[threading.Thread] = []
+
+        def delete_late_for_b(db: Any, member_id: str, key: str, cutoff: int) -> None:
+            if b_thread and threading.current_thread() is b_thread[0]:
+                b_at_delete.set()
+                assert b_go.wait(20)
+            real_delete(db, member_id, key, cutoff)
+
+        monkeypatch.setattr(idem_module.keys, "delete_expired", delete_late_for_b)
+
+        async def as_b() -> Any:
+            # B's writer thread is the one that runs its jobs: name it by its first job.
+            b_thread.append(await two.write(lambda tx: threading.current_thread()))
+            return await Idempotency(two, 3600, 5).run(alice.id, "k", fp, create)
+
+        b_task = asyncio.ensure_future(as_b())
+        assert await asyncio.to_thread(b_at_delete.wait, 20)  # B read the expired record
+        a = await Idempotency(one, 3600, 5).run(alice.id, "k", fp, create)  # A commits
+        b_go.set()
+        b = await b_task
+        assert (a.idempotency_status, b.idempotency_status) == ("created", "replayed")
         assert a.body == b.body != first.body
         stored = await one.read(lambda db: events.page(db, room_id, 0, 100))
         assert len(stored) == 2  # the first post and one renewal, not two

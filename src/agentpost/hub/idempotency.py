@@ -279,13 +279,14 @@ class Idempotency:
             return None
         rec = keys.get(tx, member_id, key)
         assert rec is not None, "a failed claim means a committed record exists"
-        if rec.created_at >= self._cutoff():
+        cutoff = self._cutoff()
+        if rec.created_at >= cutoff:
             return rec
-        keys.delete(tx, member_id, key)  # expired: the key is new again (§3)
+        keys.delete_expired(tx, member_id, key, cutoff)  # expired: the key is new again (§3)
         if keys.claim(tx, member_id, key, fp, now):
             return None
         # Another process renewed it first (it deleted the expired record and committed a
-        # new one while we waited): answer from that one.
+        # new one, before or while we waited): answer from that one.
         renewed = keys.get(tx, member_id, key)
         assert renewed is not None, "a failed claim means a committed record exists"
         return renewed

@@ -30,8 +30,15 @@ def get(db: Db, member_id: str, key: str) -> KeyRecord | None:
     return _record(row) if row else None
 
 
-def delete(db: Db, member_id: str, key: str) -> None:
-    db.run("DELETE FROM idempotency_keys WHERE member_id = ? AND key = ?", (member_id, key))
+def delete_expired(db: Db, member_id: str, key: str, cutoff: int) -> None:
+    """Forget (member, key)'s record if it was made before `cutoff`. Never a live one: on
+    PostgreSQL another process may have renewed the key between our read of the expired
+    record and this statement, which sees its commit; deleting that record would let this
+    process post the same key a second time."""
+    db.run(
+        "DELETE FROM idempotency_keys WHERE member_id = ? AND key = ? AND created_at < ?",
+        (member_id, key, cutoff),
+    )
 
 
 def claim(db: Db, member_id: str, key: str, fingerprint: str, now: int) -> bool:
