@@ -122,6 +122,37 @@ def test_a_file_changed_on_the_hub_stops_the_export_loudly(setup: Setup, tmp_pat
     assert not (out / "files").exists() or not list((out / "files").iterdir())
 
 
+def test_a_file_lost_from_the_hubs_store_is_counted_gone_not_retried(
+    setup: Setup, tmp_path: Path
+) -> None:
+    """Bytes removed from the hub's store behind its back: the download is `media_missing`,
+    final (a retry cannot bring them back), so the export finishes and counts the file gone,
+    as an embedded export marks it."""
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        r = c.post(f"/v1/workspaces/{setup.workspace}/rooms", json={"name": "lost"})
+        assert r.status_code == 201, r.text
+        room = r.json()["room"]["id"]
+        data = os.urandom(2000)
+        r = c.post(f"/v1/rooms/{room}/media", files={"file": ("lost.bin", data, "text/plain")})
+        assert r.status_code == 201, r.text
+    (att,) = r.json()["event"]["attachments"]
+    blob = BlobStore(setup.hub.data_dir / "blobs").path_of(att["sha256"])
+    blob.unlink()
+    out = tmp_path / "export"
+    p = agentpost(
+        setup.hub, "room", "export", room, "-o", f"{out}/", "--json",
+        token=setup.tokens["alice"], check=False,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert json.loads(p.stdout)["files"] == {"downloaded": 0, "kept": 0, "gone": 1}
+    p = agentpost(
+        setup.hub, "room", "export", room, "--files", "embed", "--json",
+        token=setup.tokens["alice"],
+    )  # fmt: skip
+    (line,) = [json.loads(x) for x in p.stdout.splitlines() if '"attachments"' in x]
+    assert line["attachments"][0].get("gone") is True
+
+
 def test_export_refusals_say_why(setup: Setup, tmp_path: Path) -> None:
     with setup.hub.client(setup.tokens["alice"]) as c:
         r = c.post(f"/v1/workspaces/{setup.workspace}/rooms", json={"name": "secret"})
@@ -246,6 +277,8 @@ def cutting_proxy(upstream: str, after: int) -> Iterator[str]:
         yield f"http://127.0.0.1:{listener.getsockname()[1]}"
     finally:
         stop.set()
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)  # wakes the accept()
         listener.close()
 
 

@@ -147,3 +147,64 @@ async def _late_delete(dsn: str, engine_cls: Any, monkeypatch: pytest.MonkeyPatc
     finally:
         await one.close()
         await two.close()
+
+
+def test_a_record_swept_between_the_claim_and_the_read_is_claimed_again(
+    engine: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's sweep commits the deletion of the expired record after our claim
+    ran into it and before we read it: we read nothing, claim again and post, once (it was
+    an assert, a 500 `internal`)."""
+    if engine is None:
+        pytest.skip("two writer processes share a database on PostgreSQL only")
+    from agentpost.store.postgres import PostgresEngine
+
+    asyncio.run(_swept_between(engine, PostgresEngine, monkeypatch))
+
+
+async def _swept_between(dsn: str, engine_cls: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+
+    one = engine_cls(dsn, writers=1)
+    try:
+
+        def setup(tx: Tx) -> tuple[Any, str]:
+            ws = members.create_workspace(tx, "acme")
+            alice = members.create_member(tx, ws, "alice", "human", None)
+            room = rooms.create_room(tx, ws.id, "general", "channel", "dynamic", None, None, False)
+            rooms.add_participant(tx, room.id, alice.id)
+            return alice, room.id
+
+        alice, room_id = await one.write(setup)
+        body = {"text": "hi", "metadata": {}, "in_reply_to": None, "reply_kind": None}
+        body["attachments"] = []
+        fp = fingerprint("POST /v1/rooms/{room}/messages", room_id, body)
+
+        def create(tx: Tx) -> Any:
+            return posting.create_message(tx, room_id, alice, body)
+
+        first = await Idempotency(one, 3600, 5).run(alice.id, "k", fp, create)
+        await one.write(
+            lambda tx: tx.run("UPDATE idempotency_keys SET created_at = created_at - 7200000")
+        )
+        real_get = keys.get
+        swept: list[int] = []
+
+        def get_after_a_sweep(db: Any, member_id: str, key: str) -> Any:
+            if not swept:  # the other process's sweep, committed in between
+                with psycopg.connect(dsn, autocommit=True) as other:
+                    gone = other.execute(
+                        "DELETE FROM idempotency_keys WHERE member_id = %s AND key = %s",
+                        (member_id, key),
+                    )
+                    swept.append(gone.rowcount)
+            return real_get(db, member_id, key)
+
+        monkeypatch.setattr(idem_module.keys, "get", get_after_a_sweep)
+        again = await Idempotency(one, 3600, 5).run(alice.id, "k", fp, create)
+        assert swept == [1]
+        assert again.idempotency_status == "created" and again.body != first.body
+        stored = await one.read(lambda db: events.page(db, room_id, 0, 100))
+        assert len(stored) == 2
+    finally:
+        await one.close()

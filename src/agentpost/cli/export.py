@@ -43,7 +43,9 @@ from agentpost.core import export as fmt
 
 # A file the hub no longer serves is recorded as gone, not an error: its event was
 # redacted, or the room's retention ended it, after the export named it.
-GONE = {"media_redacted", "media_expired"}
+# Files no longer served, counted as gone: ended on purpose, or (media_missing) lost from
+# the hub's store, which the hub logs and `agentpost db verify` lists.
+GONE = {"media_redacted", "media_expired", "media_missing"}
 INDEX = "workspace.json"
 
 

@@ -134,6 +134,10 @@ def key_headers(key: str | None) -> dict[str, str]:
     return {"Idempotency-Key": key}
 
 
+# A 5xx that no retry mends: the file's bytes are lost from the hub's store (docs/api.md).
+FINAL_5XX = {"media_missing"}
+
+
 def error_from_response(resp: httpx.Response) -> HubError:
     """Translate a non-2xx answer into the client's error hierarchy."""
     err: dict[str, Any] = {}
@@ -158,6 +162,8 @@ def error_from_response(resp: httpx.Response) -> HubError:
             f"{resp.status_code} {resp.reason_phrase}{at} with no agentpost error in it "
             "(a proxy in front of the hub, or no hub at this address?)"
         )
+    if code in FINAL_5XX:
+        return HubRefused(code, message, resp.status_code, err)
     if resp.status_code >= 500 or resp.status_code == 429 or code == "idempotency_in_flight":
         return HubUnavailable(code, message, resp.status_code, err)
     return HubRefused(code, message, resp.status_code, err)

@@ -174,26 +174,32 @@ def _woken(hub: Hub) -> Callable[[str], None]:
 async def _sweeper(hub: Hub) -> None:
     kept = RetentionSweep(hub)
     trimmer = Trimmer()
+    if not trimmer.enabled:
+        log.info("freed memory is not trimmed (AGENTPOST_MALLOC_TRIM=0, or no malloc_trim)")
     while True:
         await asyncio.sleep(hub.config.sweep_interval_seconds)
-        if trimmer.due():  # what the last interval freed goes back to the system
+        await _sweep_once(hub, kept)
+        if trimmer.due():  # what the interval and its sweep freed goes back to the system
             await asyncio.to_thread(trimmer.give_back)
-        try:
-            n = await hub.idempotency.sweep()
-            hub.metrics.keys_swept.inc(n)
-        except AgentpostError as exc:
-            log.warning("key sweep skipped: %s", exc.message)
-        try:
-            swept = await kept.sweep()
-        except AgentpostError as exc:
-            log.warning("retention sweep skipped: %s", exc.message)
-            continue
-        if swept.events or swept.media or swept.blobs or swept.removed:
-            log.info(
-                "retention: %d events and %d files expired, %d held, %d blobs freed, "
-                "%d tombstones removed",
-                swept.events, swept.media, swept.held, swept.blobs, swept.removed,
-            )
+
+
+async def _sweep_once(hub: Hub, kept: RetentionSweep) -> None:
+    try:
+        n = await hub.idempotency.sweep()
+        hub.metrics.keys_swept.inc(n)
+    except AgentpostError as exc:
+        log.warning("key sweep skipped: %s", exc.message)
+    try:
+        swept = await kept.sweep()
+    except AgentpostError as exc:
+        log.warning("retention sweep skipped: %s", exc.message)
+        return
+    if swept.events or swept.media or swept.blobs or swept.removed:
+        log.info(
+            "retention: %d events and %d files expired, %d held, %d blobs freed, "
+            "%d tombstones removed",
+            swept.events, swept.media, swept.held, swept.blobs, swept.removed,
+        )
 
 
 class _Edge:

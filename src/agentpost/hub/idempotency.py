@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from agentpost.core.errors import AgentpostError, Code, RequestError
+from agentpost.core.errors import AgentpostError, Code, RequestError, StorageUnavailable
 from agentpost.core.ids import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_RULE
 from agentpost.core.jcs import sha256_hex
 from agentpost.store import keys
@@ -46,7 +46,6 @@ CREATED = "created"
 REPLAYED = "replayed"
 STATE_CREATED = "created"
 STATE_REJECTED = "rejected"
-
 
 
 class Rejected(AgentpostError):
@@ -274,22 +273,31 @@ class Idempotency:
         return self._finish(tx, member_id, key, fp, now, made, STATE_CREATED)
 
     def _take(self, tx: Tx, member_id: str, key: str, fp: str, now: int) -> KeyRecord | None:
-        """Claim the key in `tx`; the live record that holds it instead, if any."""
-        if keys.claim(tx, member_id, key, fp, now):
-            return None
-        rec = keys.get(tx, member_id, key)
-        assert rec is not None, "a failed claim means a committed record exists"
-        cutoff = self._cutoff()
-        if rec.created_at >= cutoff:
-            return rec
-        keys.delete_expired(tx, member_id, key, cutoff)  # expired: the key is new again (§3)
-        if keys.claim(tx, member_id, key, fp, now):
-            return None
-        # Another process renewed it first (it deleted the expired record and committed a
-        # new one, before or while we waited): answer from that one.
-        renewed = keys.get(tx, member_id, key)
-        assert renewed is not None, "a failed claim means a committed record exists"
-        return renewed
+        """Claim the key in `tx`; the live record that holds it instead, if any.
+
+        On PostgreSQL other processes commit between our statements: a record our claim
+        ran into may be swept (expired) before we read it, and an expired one may be renewed
+        before our delete. Each turns into one more claim, never a second post."""
+        for _ in range(3):
+            if keys.claim(tx, member_id, key, fp, now):
+                return None
+            rec = keys.get(tx, member_id, key)
+            if rec is None:
+                continue  # swept and committed since our claim: the key is free, claim again
+            cutoff = self._cutoff()
+            if rec.created_at >= cutoff:
+                return rec
+            keys.delete_expired(tx, member_id, key, cutoff)  # the key is new again (§3)
+            if keys.claim(tx, member_id, key, fp, now):
+                return None
+            # Another process renewed it first (it deleted the expired record and committed
+            # a new one, before or while we waited): answer from that one.
+            renewed = keys.get(tx, member_id, key)
+            if renewed is not None:
+                return renewed
+        raise StorageUnavailable(
+            f"the key {key!r} kept changing hands between hub processes; nothing was written, retry"
+        )
 
     def _record_rejected(
         self, tx: Tx, member_id: str, key: str, fp: str, now: int, refused: Created

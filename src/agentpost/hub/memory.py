@@ -5,30 +5,30 @@ pages) come from the C allocator. glibc keeps what they free in its heaps for re
 heap shrinks only from its top: after months of posts of every size the hub's resident memory
 is its peak plus the holes between what is still live, not what it uses. `malloc_trim(0)`
 hands every whole free page back (madvise), wherever it lies. The sweeper calls it after each
-sweep, at most once a `every` seconds, on a worker thread (it takes the allocator's locks,
-never the GIL). On a libc without it (musl, macOS) it does nothing.
+sweep, at most once every `every` seconds, on a worker thread. It does not hold the GIL, but
+it holds the allocator's lock while it walks the heap, and the event loop's larger
+allocations wait for it: a trim that took over 50 ms is logged, with how long. On a libc
+without it (musl, macOS) it does nothing.
 
-`AGENTPOST_MALLOC_TRIM=0` turns it off (bench/soak.py compares the two side by side).
+`AGENTPOST_MALLOC_TRIM=0` turns it off (bench/soak.py records which; bench/README.md has a
+run of each side by side).
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 import time
 from collections.abc import Callable
 
 log = logging.getLogger("agentpost.hub")
+SLOW_TRIM_SECONDS = 0.05
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        fn = ctypes.CDLL(name).malloc_trim
+    try:  # the symbols the process has loaded: its libc's, with no ldconfig to run
+        fn = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return None
     fn.argtypes = [ctypes.c_size_t]
@@ -62,6 +62,11 @@ class Trimmer:
         """Trim now (blocking: call it on a worker thread); whether memory was released."""
         if self._trim is None:
             return False
+        started = time.monotonic()
+        released = bool(self._trim(0))
         self._last = time.monotonic()
         self.trims += 1
-        return bool(self._trim(0))
+        took = self._last - started
+        if took > SLOW_TRIM_SECONDS:
+            log.info("memory trim took %.0f ms (the loop's larger allocations waited)", took * 1e3)
+        return released

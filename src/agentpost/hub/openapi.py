@@ -726,7 +726,7 @@ def _operations() -> dict[str, dict[str, Any]]:
                         },
                     },
                 ),
-                [*AUTH, Code.MEDIA_NOT_FOUND, Code.MEDIA_REDACTED, Code.MEDIA_EXPIRED, Code.NOT_FOUND, *WRITE],
+                [*AUTH, Code.MEDIA_NOT_FOUND, Code.MEDIA_REDACTED, Code.MEDIA_EXPIRED, Code.MEDIA_MISSING, Code.NOT_FOUND, *WRITE],
                 security=MEMBER,
                 params=[MEDIA_ID],
             )
@@ -866,7 +866,7 @@ def _export_operations() -> dict[str, dict[str, Any]]:
                 "export_workspace_media",
                 (200, download),
                 [Code.UNAUTHORIZED, Code.NO_WORKSPACE, Code.MEDIA_NOT_FOUND, Code.NOT_FOUND]
-                + [Code.MEDIA_REDACTED, Code.MEDIA_EXPIRED, *WRITE],
+                + [Code.MEDIA_REDACTED, Code.MEDIA_EXPIRED, Code.MEDIA_MISSING, *WRITE],
                 security=ADMIN,
                 params=[WS, MEDIA_ID],
             )

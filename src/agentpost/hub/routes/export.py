@@ -113,7 +113,7 @@ async def workspace_media(request: Request) -> Response:
             raise RequestError(Code.MEDIA_NOT_FOUND, f"no media {media_id!r} in {ws_name!r}")
         return messages.servable(row)
 
-    return messages.download(hub, await hub.engine.read(read))
+    return await messages.download(hub, await hub.engine.read(read))
 
 
 ROUTES = [

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -274,7 +275,7 @@ async def get_media(request: Request) -> Response:
             raise RequestError(Code.MEDIA_NOT_FOUND, f"no media {media_id!r}") from None
         return servable(row)
 
-    return download(hub, await hub.engine.read(read))
+    return await download(hub, await hub.engine.read(read))
 
 
 def servable(row: MediaRow) -> MediaRow:
@@ -289,14 +290,14 @@ def servable(row: MediaRow) -> MediaRow:
     return row
 
 
-def download(hub: Hub, row: MediaRow) -> FileResponse:
+async def download(hub: Hub, row: MediaRow) -> FileResponse:
     """The file's bytes: always an attachment, never sniffed, never run (hub/mediatypes.py).
 
     Bytes missing from the store (lost outside the hub: a blob freed only after its grace,
     hub/retention.py) are a clean `media_missing`, logged, not a bare 500 from the sender."""
     path = hub.blobs.path_of(row.sha256)
     try:
-        stat = path.stat()
+        stat = await asyncio.to_thread(path.stat)
     except FileNotFoundError:
         log.error("media %s: its bytes %s are missing from the blob store", row.id, row.sha256)
         raise RequestError(
