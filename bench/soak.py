@@ -81,6 +81,13 @@ def _traced_growth(snaps: Path, duration: float, top: int = 25) -> list[dict[str
     return out
 
 
+def _code_of(r: httpx.Response) -> str:
+    try:
+        return str(r.json()["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return ""
+
+
 class Load:
     """The posting loop, at a steady rate; latencies per interval."""
 
@@ -93,6 +100,7 @@ class Load:
         self.lock = threading.Lock()
         self.latencies: list[float] = []
         self.posted = self.uploads = self.errors = 0
+        self.failures: list[tuple[float, str]] = []
 
     def take(self) -> list[float]:
         with self.lock:
@@ -120,12 +128,15 @@ class Load:
                             headers={"Idempotency-Key": f"soak-{n}"},
                         )
                     ok = r.status_code in (200, 201)
-                except httpx.HTTPError:
-                    ok = False
+                    why = "" if ok else f"{r.status_code} {_code_of(r)}"
+                except httpx.HTTPError as exc:
+                    ok, why = False, type(exc).__name__
                 with self.lock:
                     self.latencies.append(time.monotonic() - t0)
                     self.posted += 1
                     self.errors += 0 if ok else 1
+                    if not ok:  # what each failure was, and when (seconds into the run)
+                        self.failures.append((round(time.monotonic() - start, 1), why))
                 n += 1
                 wait = start + n / self.rate - time.monotonic()
                 if wait > 0:
@@ -279,6 +290,7 @@ def main() -> None:
         "posted": load.posted,
         "uploads": load.uploads,
         "errors": load.errors,
+        "failures": load.failures[:100],
         "streamed": sum(x.seen for x in readers),
         "second_half": verdict,
         "p99_ms_second_half": {
