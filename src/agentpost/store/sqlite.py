@@ -56,11 +56,17 @@ class SQLiteTx(SQLiteDb, JobState):
         JobState.__init__(self)
 
 
+WAL_SIZE_LIMIT = 16 * 1024 * 1024
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=10000")
+    # The WAL file keeps the size of its longest stretch between checkpoints (a reader that
+    # held its snapshot through a burst); past this, a checkpoint that empties it cuts it back.
+    conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
     return conn
 
 
