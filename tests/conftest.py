@@ -28,6 +28,17 @@ from pgcluster import Cluster, server_binaries, server_lock  # noqa: E402
 REQUIRE_PG = os.environ.get("AGENTPOST_REQUIRE_POSTGRES") == "1"
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """What `-n auto` (the README's command) means: two workers a core. The suite spends
+    most of its time waiting on other processes (hubs, Workers, real agents, polls with
+    deadlines), not computing; `AGENTPOST_TEST_WORKERS` sets the count."""
+    forced = os.environ.get("AGENTPOST_TEST_WORKERS")
+    if forced:
+        return int(forced)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 2 * (cores or 1)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # A test marked sqlite_only reaches into the SQLite file itself: no PostgreSQL twin.
     for item in items:
