@@ -164,6 +164,10 @@ def agent_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+# How long the reader may take the frames an exited agent wrote before its connection closes.
+DRAIN_SECONDS = 3.0
+
+
 class _Transport:
     """Newline-delimited JSON over the agent's stdio, with a frame cap. What it reads goes to
     the SDK, except `session/update` notifications (`on_update`) and `_…` requests
@@ -186,6 +190,7 @@ class _Transport:
         self._lock = asyncio.Lock()
         self.bad_lines = 0
         self.eof = False
+        self.ended = asyncio.Event()  # the reader has taken its last frame (EOF, or a cut)
 
     async def send(self, message: dict[str, Any]) -> None:
         data = json.dumps(message, separators=(",", ":")).encode() + b"\n"
@@ -197,6 +202,7 @@ class _Transport:
         while True:
             line = await self._read_line()
             if line is None:
+                self.ended.set()
                 return None
             line = line.strip()
             if not line:
@@ -599,7 +605,23 @@ class AgentConnection:
         assert self._proc is not None
         return await self._proc.wait()
 
+    async def drain(self, timeout: float = DRAIN_SECONDS) -> None:
+        """After the process exited: let the reader take what the agent wrote before it went,
+        up to EOF (a last `_ag2/deliver` frame is a delivery accepted, and runs to completion,
+        DESIGN.md §6 "Rules"). The exit can be seen before the pipe is read; closing the
+        connection then would drop the frame. Bounded: a child still holding the agent's
+        stdout keeps EOF away."""
+        if self._transport is None or self._transport.ended.is_set():
+            return
+        try:
+            await asyncio.wait_for(self._transport.ended.wait(), timeout)
+        except TimeoutError:
+            log.info("the agent's stdout stayed open %.0f s after it exited; not read further",
+                     timeout)
+
     async def close(self) -> None:
+        if self._transport is not None:
+            self._transport.ended.set()  # nothing more is read: a drain waits no longer
         if self._conn is not None:
             try:
                 await self._conn.close()

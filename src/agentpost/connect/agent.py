@@ -305,6 +305,7 @@ class AgentSupervisor:
                 " ".join(self.argv),
             )
             code = await conn.wait()
+            await conn.drain()  # what it wrote before it went is read, then the close
             self.ready.clear()
             self.conn = None
             self.last_exit = code
