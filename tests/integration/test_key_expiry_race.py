@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -30,35 +31,53 @@ def test_expired_key_renewed_by_two_processes_makes_one_event(
     asyncio.run(_race(engine, PostgresEngine, monkeypatch))
 
 
+@dataclass
+class ExpiredKey:
+    """A room, its member alice, and her post under key "k", whose record has expired: the
+    next post with "k" renews it (§3)."""
+
+    alice: Any
+    room_id: str
+    fp: str
+    first: Any
+
+    def create(self, tx: Tx) -> Any:
+        return posting.create_message(tx, self.room_id, self.alice, dict(BODY))
+
+
+BODY: dict[str, Any] = {
+    "text": "hello",
+    "metadata": {},
+    "in_reply_to": None,
+    "reply_kind": None,
+    "attachments": [],
+}
+
+
+async def _expired_key(one: Any) -> ExpiredKey:
+    def setup(tx: Tx) -> tuple[Any, str]:
+        ws = members.create_workspace(tx, "acme")
+        alice = members.create_member(tx, ws, "alice", "human", None)
+        room = rooms.create_room(tx, ws.id, "general", "channel", "dynamic", None, None, False)
+        rooms.add_participant(tx, room.id, alice.id)
+        return alice, room.id
+
+    alice, room_id = await one.write(setup)
+    fp = fingerprint("POST /v1/rooms/{room}/messages", room_id, BODY)
+    key = ExpiredKey(alice, room_id, fp, None)
+    key.first = await Idempotency(one, 3600, 5).run(alice.id, "k", fp, key.create)
+    assert key.first.idempotency_status == "created"
+    await one.write(
+        lambda tx: tx.run("UPDATE idempotency_keys SET created_at = created_at - 7200000")
+    )
+    return key
+
+
 async def _race(dsn: str, engine_cls: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     one, two = engine_cls(dsn, writers=1), engine_cls(dsn, writers=1)
     try:
-
-        def setup(tx: Tx) -> tuple[Any, str]:
-            ws = members.create_workspace(tx, "acme")
-            alice = members.create_member(tx, ws, "alice", "human", None)
-            room = rooms.create_room(tx, ws.id, "general", "channel", "dynamic", None, None, False)
-            rooms.add_participant(tx, room.id, alice.id)
-            return alice, room.id
-
-        alice, room_id = await one.write(setup)
-        body = {
-            "text": "hello",
-            "metadata": {},
-            "in_reply_to": None,
-            "reply_kind": None,
-            "attachments": [],
-        }
-        fp = fingerprint("POST /v1/rooms/{room}/messages", room_id, body)
-
-        def create(tx: Tx) -> Any:
-            return posting.create_message(tx, room_id, alice, body)
-
-        first = await Idempotency(one, 3600, 5).run(alice.id, "k", fp, create)
-        assert first.idempotency_status == "created"
-        await one.write(
-            lambda tx: tx.run("UPDATE idempotency_keys SET created_at = created_at - 7200000")
-        )
+        k = await _expired_key(one)
+        alice, room_id, fp, create, first = k.alice, k.room_id, k.fp, k.create, k.first
 
         barrier = threading.Barrier(2, timeout=20)
         real_delete = keys.delete_expired
@@ -98,26 +117,8 @@ def test_a_renewal_committed_before_the_others_delete_is_not_deleted(
 async def _late_delete(dsn: str, engine_cls: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     one, two = engine_cls(dsn, writers=1), engine_cls(dsn, writers=1)
     try:
-
-        def setup(tx: Tx) -> tuple[Any, str]:
-            ws = members.create_workspace(tx, "acme")
-            alice = members.create_member(tx, ws, "alice", "human", None)
-            room = rooms.create_room(tx, ws.id, "general", "channel", "dynamic", None, None, False)
-            rooms.add_participant(tx, room.id, alice.id)
-            return alice, room.id
-
-        alice, room_id = await one.write(setup)
-        body = {"text": "hi", "metadata": {}, "in_reply_to": None, "reply_kind": None}
-        body["attachments"] = []
-        fp = fingerprint("POST /v1/rooms/{room}/messages", room_id, body)
-
-        def create(tx: Tx) -> Any:
-            return posting.create_message(tx, room_id, alice, body)
-
-        first = await Idempotency(one, 3600, 5).run(alice.id, "k", fp, create)
-        await one.write(
-            lambda tx: tx.run("UPDATE idempotency_keys SET created_at = created_at - 7200000")
-        )
+        k = await _expired_key(one)
+        alice, room_id, fp, create, first = k.alice, k.room_id, k.fp, k.create, k.first
         real_delete = keys.delete_expired
         b_at_delete, b_go = threading.Event(), threading.Event()
         b_thread: list[threading.Thread] = []
@@ -167,26 +168,8 @@ async def _swept_between(dsn: str, engine_cls: Any, monkeypatch: pytest.MonkeyPa
 
     one = engine_cls(dsn, writers=1)
     try:
-
-        def setup(tx: Tx) -> tuple[Any, str]:
-            ws = members.create_workspace(tx, "acme")
-            alice = members.create_member(tx, ws, "alice", "human", None)
-            room = rooms.create_room(tx, ws.id, "general", "channel", "dynamic", None, None, False)
-            rooms.add_participant(tx, room.id, alice.id)
-            return alice, room.id
-
-        alice, room_id = await one.write(setup)
-        body = {"text": "hi", "metadata": {}, "in_reply_to": None, "reply_kind": None}
-        body["attachments"] = []
-        fp = fingerprint("POST /v1/rooms/{room}/messages", room_id, body)
-
-        def create(tx: Tx) -> Any:
-            return posting.create_message(tx, room_id, alice, body)
-
-        first = await Idempotency(one, 3600, 5).run(alice.id, "k", fp, create)
-        await one.write(
-            lambda tx: tx.run("UPDATE idempotency_keys SET created_at = created_at - 7200000")
-        )
+        k = await _expired_key(one)
+        alice, room_id, fp, create, first = k.alice, k.room_id, k.fp, k.create, k.first
         real_get = keys.get
         swept: list[int] = []
 
