@@ -106,14 +106,15 @@ parameters = {{ "query.wait" = 0 }}
 # Schema-valid bodies these routes refuse by rule or reference (400 `invalid_request`):
 # an unknown owner (of an agent or a thread), participant, master, attachment or in_reply_to
 # event; blank text; a master-mode room
-# without a master (also when settings switch a room to master mode); a human with an owner;
-# and `1.0` where JSON Schema's integer allows it. A search query with no word to find, an
+# without a master (also when settings switch a room to master mode); a human with an owner,
+# or an owner set on one; and `1.0` where JSON Schema's integer allows it. A search query with no word to find, an
 # unclosed quote or too many terms (400 `search_query_invalid`), a `before` of no event.
 [[operations]]
 include-name = ["POST /v1/admin/workspaces/{{ws}}/members", "POST /v1/workspaces/{{ws}}/rooms",
                 "POST /v1/rooms/{{room}}/messages", "POST /v1/inbox/ack",
                 "PATCH /v1/rooms/{{room}}", "GET /v1/search",
-                "POST /v1/workspaces/{{ws}}/threads/ensure", "POST /v1/rooms/{{room}}/read"]
+                "POST /v1/workspaces/{{ws}}/threads/ensure", "POST /v1/rooms/{{room}}/read",
+                "PUT /v1/admin/workspaces/{{ws}}/members/{{name}}/owner"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409"]
 
 # Edits, reactions and redactions refuse schema-valid bodies by rule: another member's

@@ -170,6 +170,39 @@ def member_remove(
     )
 
 
+@member.command("set-owner")
+@click.argument("workspace")
+@click.argument("name")
+@click.option("--owner", default=None, help="The person who runs agent NAME from now on.")
+@click.option("--no-owner", is_flag=True, help="Agent NAME has no owner from now on.")
+@_admin_options
+@json_option
+def member_set_owner(
+    workspace: str,
+    name: str,
+    owner: str | None,
+    no_owner: bool,
+    hub: str,
+    admin_tok: str | None,
+    as_json: bool,
+) -> None:
+    """Name the owner of agent NAME in WORKSPACE (its Worker answers them): the way an agent
+    whose owner was removed hard gets one again. The owner is kept by member id: a person
+    who later takes a freed name owns nothing of the one before."""
+    if (owner is None) == (not no_owner):
+        raise click.UsageError("give --owner PERSON or --no-owner (one of them)")
+    with hub_errors(as_json), client(hub, admin_token(admin_tok)) as c:
+        m = c.set_owner(workspace, name, owner)
+    emit(
+        as_json,
+        {"member": msgspec.to_builtins(m), "workspace": workspace},
+        lambda: console.print(
+            f"agent [bold]{m.name}[/bold] "
+            + (f"is owned by [bold]{m.owner}[/bold]" if m.owner else "has no owner")
+        ),
+    )
+
+
 @member.command("list")
 @click.argument("workspace")
 @_admin_options

@@ -670,6 +670,15 @@ class AsyncHubClient:
         )
         return msgspec.convert(resp.json(), NewMember)
 
+    async def set_owner(self, workspace: str, name: str, owner: str | None) -> Member:
+        """Make `owner` (a person; None: no one) the owner of agent `name` (admin token)."""
+        resp = await self.request(
+            "PUT",
+            f"/v1/admin/workspaces/{segment(workspace, 'workspace')}/members/{segment(name, 'name')}/owner",
+            json={"owner": owner},
+        )
+        return msgspec.convert(resp.json()["member"], Member)
+
     async def set_participant(self, room_id: str, name: str, present: bool) -> Room:
         """Add member `name` to the room (or take it out)."""
         method = "PUT" if present else "DELETE"

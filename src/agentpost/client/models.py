@@ -45,6 +45,9 @@ class Event(msgspec.Struct):
     edited_at: str | None = None
     reactions: list[Reaction] = []
     redacted: bool = False
+    # The sender's member id (None for a hub notice, or from a hub before it sent one): the
+    # identity to compare, never `sender` (DESIGN.md §4 "Identity").
+    sender_id: str | None = None
 
 
 class Room(msgspec.Struct):
@@ -67,6 +70,7 @@ class Room(msgspec.Struct):
     # without read markers sends neither, read as 0.
     read_seq: int = 0
     unread: int = 0
+    owner_id: str | None = None  # the owner's member id (None: no owner)
 
 
 class ReadMarker(msgspec.Struct):
@@ -84,6 +88,8 @@ class Member(msgspec.Struct):
     kind: str
     status: str
     owner: str | None = None
+    # The owner's member id (None: no owner): what a Worker compares with `Event.sender_id`.
+    owner_id: str | None = None
 
 
 class SeenMember(Member):

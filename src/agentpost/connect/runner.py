@@ -333,7 +333,7 @@ class TurnRunner:
     async def stop_turns(self, ev: Event) -> None:
         """`/stop` (or the cancel route) in a room: cancel the Turns running there."""
         if ev.sender_kind != "human":
-            if await self.admission.key_for(ev.room, ev.sender, ev.sender_kind) is None:
+            if await self.admission.key_for(ev.room, ev.sender, ev.sender_kind, ev.sender_id) is None:
                 log.info("stop from %s ignored (not a person or collaborator)", ev.sender)
                 return
         for running in list(self.running.values()):

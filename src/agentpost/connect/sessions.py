@@ -5,6 +5,11 @@ owner; (R, S) for a collaborator — a name listed with `--collaborator` or in
 `<workspace>/collaborators` (re-read on SIGHUP), or another agent of the same owner.
 Anyone else gets no Turn (and one short notice per room). One ACP session per key,
 created lazily and kept while the agent process lives.
+
+The owner is recognised by member id (the EVENT's `sender_id` against the hub's
+`owner_id`), never by name: a person who takes a name freed by a hard removal is not the
+owner (DESIGN.md §4 "Identity"). A person who is not the owner makes the Worker ask the hub
+again who is (at most every OWNER_REFRESH_SECONDS), so an owner an admin names later is seen.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 log = logging.getLogger("agentpost.connect.sessions")
 
 OWNER_CACHE_SECONDS = 60.0
+OWNER_REFRESH_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -38,7 +44,20 @@ class SessionKey:
         return f"session-{digest[:32]}"
 
 
-OwnerLookup = Callable[[str], Awaitable[str | None]]
+@dataclass(frozen=True)
+class Owned:
+    """What the hub says of a member: its id, and its owner's member id (None: no owner, or
+    the member is not active)."""
+
+    member_id: str | None
+    owner_id: str | None
+
+
+# A member's name → what the hub says of it now.
+OwnerLookup = Callable[[str], Awaitable[Owned]]
+# This agent's owner as the hub says now: (name, member id), (None, None) for no owner; the
+# owner as it was when the hub cannot be asked.
+OwnerRefresh = Callable[[], Awaitable[tuple[str | None, str | None]]]
 
 
 class Admission:
@@ -51,13 +70,19 @@ class Admission:
         flags: list[str],
         file: Path | None,
         owner_of: OwnerLookup,
+        *,
+        owner_id: str | None = None,
+        refresh: OwnerRefresh | None = None,
     ) -> None:
         self.me = me
-        self.owner = owner
+        self.owner = owner  # the name, for people to read
+        self.owner_id = owner_id  # what a sender is compared with
         self._flags = list(flags)
         self._file = file
         self._owner_of = owner_of
-        self._owners: dict[str, tuple[float, str | None]] = {}
+        self._refresh = refresh
+        self._refreshed = -OWNER_REFRESH_SECONDS  # the first person not the owner asks
+        self._owners: dict[str, tuple[float, Owned]] = {}
         self.collaborators = self.reload()
 
     def reload(self) -> frozenset[str]:
@@ -77,28 +102,52 @@ class Admission:
         log.info("collaborators: %s", ", ".join(sorted(names)) or "(none)")
         return self.collaborators
 
-    async def key_for(self, room: str, sender: str, sender_kind: str) -> SessionKey | None:
+    async def key_for(
+        self, room: str, sender: str, sender_kind: str, sender_id: str | None = None
+    ) -> SessionKey | None:
+        """The Session key of a wake-up from `sender` (its member id `sender_id`, as the
+        EVENT says; None where it is not known: never the owner), or None: no Turn."""
         if sender == self.me:
             return None
-        if self.owner is not None and sender == self.owner:
+        if await self._is_owner(sender_kind, sender_id):
             return SessionKey(room, sender, True)
         if sender in self.collaborators:
             return SessionKey(room, sender, False)
-        if sender_kind == "agent" and self.owner is not None:
-            if await self._cached_owner(sender) == self.owner:
+        if sender_kind == "agent" and self.owner_id is not None:
+            found = await self._cached_owner(sender)
+            # The agent of that name now, owned by ours, and the very one that sent it.
+            if found.owner_id == self.owner_id and sender_id in (None, found.member_id):
                 return SessionKey(room, sender, False)
         return None
 
-    def learned_owner(self, name: str, owner: str | None) -> None:
-        """What the hub just said owns `name` (None: no one, or no longer active): kept as
-        the cached answer, so a check right after judges by it and not an older one."""
-        self._owners[name] = (time.monotonic(), owner)
+    async def _is_owner(self, sender_kind: str, sender_id: str | None) -> bool:
+        if sender_id is None:
+            return False
+        if self.owner_id is not None and sender_id == self.owner_id:
+            return True
+        now = time.monotonic()
+        if sender_kind != "human" or self._refresh is None:
+            return False
+        if now - self._refreshed < OWNER_REFRESH_SECONDS:
+            return False
+        self._refreshed = now
+        owner, owner_id = await self._refresh()
+        if owner_id != self.owner_id:
+            log.info("%s is owned by %s now (was %s)", self.me, owner, self.owner)
+            self.owner, self.owner_id = owner, owner_id
+        return owner_id is not None and sender_id == owner_id
 
-    async def _cached_owner(self, name: str) -> str | None:
+    def learned_owner(self, name: str, owned: Owned) -> None:
+        """What the hub just said of `name` (its id, and its owner's id: None for no one, or
+        no longer active): kept as the cached answer, so a check right after judges by it
+        and not an older one."""
+        self._owners[name] = (time.monotonic(), owned)
+
+    async def _cached_owner(self, name: str) -> Owned:
         now = time.monotonic()
         hit = self._owners.get(name)
         if hit is not None and now - hit[0] < OWNER_CACHE_SECONDS:
             return hit[1]
-        owner = await self._owner_of(name)
-        self._owners[name] = (now, owner)
-        return owner
+        owned = await self._owner_of(name)
+        self._owners[name] = (now, owned)
+        return owned

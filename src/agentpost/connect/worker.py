@@ -34,7 +34,7 @@ from agentpost.connect.lease import LEASE_LOST, NoLeases, WorkerLease
 from agentpost.connect.ledger import Ledger, LedgerUnavailable
 from agentpost.connect.permissions import PermissionPolicy
 from agentpost.connect.runner import TurnRunner, TurnSettings
-from agentpost.connect.sessions import Admission, SessionKey
+from agentpost.connect.sessions import Admission, Owned, SessionKey
 from agentpost.connect.workspace import AGENT_GROUP, LEDGER, Workspace, data_home
 
 __all__ = ["CRASH_ENV", "Worker", "WorkerConfig", "crash_point", "run_worker"]
@@ -134,6 +134,7 @@ class Worker:
         self.me = str(me["member"]["name"])
         self.member_id = str(me["member"]["id"])
         self.owner = me["member"].get("owner")
+        self.owner_id: str | None = me["member"].get("owner_id")
         self.workspace_name = str(me["workspace"]["name"])
         if me["member"]["kind"] != "agent":
             log.error(
@@ -175,6 +176,8 @@ class Worker:
             self.config.collaborators,
             self.workspace.root / "collaborators",
             self._owner_of,
+            owner_id=self.owner_id,
+            refresh=self._owner_now,
         )
         self.turns = TurnRunner(
             TurnSettings(
@@ -379,7 +382,8 @@ class Worker:
                 return f"{who} was removed ({member.code})"
             raise member
         if self.admission is not None:  # an agent collaborator's owner, as the hub says now
-            self.admission.learned_owner(who, member.owner if member.status == "active" else None)
+            owner_id = member.owner_id if member.status == "active" else None
+            self.admission.learned_owner(who, Owned(member.id, owner_id))
         return None if member.status == "active" else f"{who} was removed"
 
     def _binding_of(self, session_id: str) -> str | None:
@@ -436,13 +440,24 @@ class Worker:
         if self.admission is not None:
             self.admission.reload()
 
-    async def _owner_of(self, name: str) -> str | None:
+    async def _owner_of(self, name: str) -> Owned:
         try:
             m = await self.client.member(self.workspace_name, name)
         except HubError as exc:
             log.warning("cannot learn who owns %s: %s", name, exc)
-            return None
-        return m.owner if m.status == "active" else None
+            return Owned(None, None)
+        return Owned(m.id, m.owner_id if m.status == "active" else None)
+
+    async def _owner_now(self) -> tuple[str | None, str | None]:
+        """This agent's owner as the hub says now (DESIGN.md §4 "Identity": by member id);
+        the one known before when the hub cannot say."""
+        try:
+            me = await self.client.me()
+        except HubError as exc:
+            log.warning("cannot learn who owns %s now: %s", self.me, exc)
+            return self.owner, self.owner_id
+        self.owner, self.owner_id = me["member"].get("owner"), me["member"].get("owner_id")
+        return self.owner, self.owner_id
 
     # -- wake-ups -----------------------------------------------------------------------
 
@@ -459,7 +474,7 @@ class Worker:
             await self.turns.stop_turns(ev)
             await self.cursor.done(item.cursor)
             return
-        key = await self.admission.key_for(ev.room, ev.sender, ev.sender_kind)
+        key = await self.admission.key_for(ev.room, ev.sender, ev.sender_kind, ev.sender_id)
         if key is None:
             self.counters["no_turn"] += 1
             self._spawn(self._tell_outsider(item))

@@ -76,6 +76,7 @@ ROUTES = [
     Route("/v1/admin/workspaces/{ws}/members", admin.add_member, methods=["POST"]),
     Route("/v1/admin/workspaces/{ws}/members", admin.list_members, methods=["GET"]),
     Route("/v1/admin/workspaces/{ws}/members/{name}/token", admin.reissue_token, methods=["POST"]),
+    Route("/v1/admin/workspaces/{ws}/members/{name}/owner", admin.set_owner, methods=["PUT"]),
     Route("/v1/admin/workspaces/{ws}/members/{name}", admin.remove_member, methods=["DELETE"]),
     Route("/v1/admin/workspaces/{ws}/retention", admin.get_workspace_retention, methods=["GET"]),
     Route("/v1/admin/workspaces/{ws}/retention", admin.set_workspace_retention, methods=["PUT"]),

@@ -34,6 +34,7 @@ from agentpost.hub.schemas import (
     MemberSeen,
     MessageIn,
     Name,
+    OwnerIn,
     ReactionIn,
     ReadIn,
     ReadMarkerOut,
@@ -90,6 +91,13 @@ class MemberList(msgspec.Struct):
 class MemberRemoved(msgspec.Struct):
     member: MemberOut
     hard: bool
+
+
+class MemberOwnerSet(msgspec.Struct):
+    """The agent after `PUT …/members/{name}/owner`: its owner by name and by member id."""
+
+    member: MemberOut
+    workspace: str
 
 
 class RoomReply(msgspec.Struct):
@@ -241,6 +249,7 @@ _STRUCTS += [LeaseIn, FenceIn, LeaseTaken, LeaseReply, LeaseCurrent, LeaseReleas
 _STRUCTS += [EditIn, ReactionIn, RedactionIn]  # relations (§13)
 _STRUCTS += [ReadIn, ReadMarkerOut]  # read markers (docs/api.md)
 _STRUCTS += [RoomPresence]  # a room stream's presence frames (docs/api.md)
+_STRUCTS += [OwnerIn, MemberOwnerSet]  # identity: an agent's owner (DESIGN.md §4)
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -549,6 +558,17 @@ def _operations() -> dict[str, dict[str, Any]]:
                 + [Code.AGENT_REMOVED, Code.MEMBER_REMOVED, *WRITE],
                 security=ADMIN,
                 params=[WS, MEMBER_NAME],
+            )
+        },
+        "/v1/admin/workspaces/{ws}/members/{name}/owner": {
+            "put": _op(
+                "set_owner",
+                (200, _json("MemberOwnerSet")),
+                [Code.UNAUTHORIZED, *BODY, Code.NO_WORKSPACE, Code.MEMBER_NOT_FOUND]
+                + [Code.NOT_FOUND, Code.AGENT_REMOVED, Code.MEMBER_REMOVED, *WRITE],
+                security=ADMIN,
+                params=[WS, MEMBER_NAME],
+                body="OwnerIn",
             )
         },
         "/v1/admin/workspaces/{ws}/members/{name}": {

@@ -102,6 +102,7 @@ def append_event(
         targets=[m.name for m in decision.targets],
         created_at=rfc3339(now_ms()),
         route=decision.route,
+        sender_id=sender.id,
     )
     body = _encode(ev)
     events.insert(tx, room.id, seq, ev.id, body, text, sender_id=sender.id)
@@ -352,6 +353,7 @@ def write_plain(tx: Tx, posts: list[PlainPost]) -> list[tuple[Answer, list[str]]
             targets=[name for _id, name in targets],
             created_at=rfc3339(now_ms()),
             route=route,
+            sender_id=p.sender.id,
         )
         body = _encode(ev)
         answer = b'{"event":' + body + b"}"

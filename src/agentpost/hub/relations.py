@@ -203,7 +203,9 @@ def _edit(
         raise _not_for(target, "edited")
     if target.redacted:
         raise _redacted(target)
-    if target.sender != member.name or target.sender_kind != member.kind:
+    # By member id (DESIGN.md §4 "Identity"): a member under a name freed by a hard removal
+    # is not the one who sent it.
+    if target.sender_id is None or target.sender_id != member.id:
         raise AuthError(
             Code.NOT_EVENT_SENDER, f"only {target.sender!r}, who sent {target.id}, may edit it"
         )
@@ -274,13 +276,15 @@ def _redact(
 
 
 def _may_redact(tx: Tx, room: Room, member: Member, target: Event) -> bool:
-    if target.sender == member.name and target.sender_kind == member.kind:
+    """Its sender, the room's owner, or the owner of the agent that sent it, each by member
+    id (DESIGN.md §4 "Identity"): a name freed by a hard removal and taken again is none."""
+    if target.sender_id is not None and target.sender_id == member.id:
         return True
-    if room.owner is not None and room.owner == member.name:
+    if room.owner_id is not None and room.owner_id == member.id:
         return True
-    if target.sender_kind == "agent":
-        sender = members.member_by_name(tx, room.workspace_id, target.sender)
-        return sender is not None and sender.owner == member.name
+    if target.sender_kind == "agent" and target.sender_id is not None:
+        sender = members.member_by_id(tx, target.sender_id)
+        return sender is not None and sender.owner_id == member.id
     return False
 
 
@@ -336,6 +340,7 @@ def _append(
         created_at=rfc3339(now_ms()),
         route=ROUTE,
         relates_to=target_id,
+        sender_id=sender.id,
     )
     body = _encode(ev)
     events.insert(

@@ -54,6 +54,12 @@ class MemberIn(msgspec.Struct, forbid_unknown_fields=True):
     owner: Name | None = None
 
 
+class OwnerIn(msgspec.Struct, forbid_unknown_fields=True):
+    """`PUT /v1/admin/workspaces/{ws}/members/{name}/owner`: the agent's owner (null: none)."""
+
+    owner: Name | None
+
+
 class RoomIn(msgspec.Struct, forbid_unknown_fields=True):
     name: Name
     kind: Literal["channel"] = "channel"
@@ -210,6 +216,9 @@ class Event(msgspec.Struct):
     edited_at: str | None = None
     reactions: list[Reaction] = []
     redacted: bool = False
+    # The sender's member id (null for a hub notice): who sent it, for every check of
+    # identity (DESIGN.md §4 "Identity"); `sender` is the name people read.
+    sender_id: str | None = None
 
 
 class RoomOut(msgspec.Struct):
@@ -228,6 +237,7 @@ class RoomOut(msgspec.Struct):
     sensitive_filter: bool
     last_seq: int
     participants: list[str]
+    owner_id: str | None = None  # the owner's member id, what ownership is checked by
     router: str = "sole-agent"
     max_delegation_depth: int = 8
     agent_wakeups_per_minute: int = 120
@@ -255,6 +265,9 @@ class MemberOut(msgspec.Struct):
     kind: str
     status: str
     owner: str | None
+    # An agent owner's member id (DESIGN.md §4 "Identity"): a Worker compares it with an
+    # EVENT's `sender_id`; null when the agent has no owner (or the owner was removed hard).
+    owner_id: str | None
 
 
 class LeaseHolder(msgspec.Struct):

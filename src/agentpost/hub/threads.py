@@ -5,7 +5,9 @@ Runs inside the store's write transaction, so every check here is authoritative.
 - an archived thread of that owner is unarchived, never replaced (a new room would start a
   new conversation and split the owner's history);
 - a room of that name that is not this owner's thread is refused `thread_conflict` and left
-  exactly as it is (archived or not), so a send never lands in someone else's room;
+  exactly as it is (archived or not), so a send never lands in someone else's room; the
+  owner is compared by member id, so a member under a name freed by a hard removal does not
+  get the old member's thread back (DESIGN.md §4 "Identity");
 - the owner and the caller are participants afterwards.
 """
 
@@ -35,11 +37,16 @@ def ensure(tx: Tx, ws_name: str, caller: Member, name: str, owner_name: str) -> 
         raise RequestError(
             Code.INVALID_REQUEST, f"no active member {owner_name!r} in {ws_name!r}", field="$.owner"
         )
-    created = threads.insert_if_absent(tx, ws.id, name, owner.name)
+    created = threads.insert_if_absent(tx, ws.id, name, owner)
     room = rooms.room_by_name(tx, ws.id, name)
     assert room is not None, "inserted or already there"
-    if room.kind != threads.KIND or room.owner != owner.name:
-        what = f"a {room.kind}" if room.kind != threads.KIND else f"{room.owner!r}'s thread"
+    if room.kind != threads.KIND or room.owner_id != owner.id:
+        if room.kind != threads.KIND:
+            what = f"a {room.kind}"
+        elif room.owner_id is None:
+            what = "a thread whose owner was removed"
+        else:
+            what = f"{room.owner!r}'s thread"
         raise RequestError(
             Code.THREAD_CONFLICT,
             f"{name!r} in {ws_name!r} is {what}, not a thread of {owner.name!r}; left as it is",

@@ -7,7 +7,9 @@ from agentpost.core.ids import new_id
 from agentpost.store.engine import Db, Row
 from agentpost.store.models import Member, Workspace
 
-MEMBER_COLS = "m.id, m.workspace_id, w.name, m.name, m.kind, m.status, m.owner, m.inbox_cursor"
+MEMBER_COLS = (
+    "m.id, m.workspace_id, w.name, m.name, m.kind, m.status, m.owner, m.inbox_cursor, m.owner_id"
+)
 
 
 def member_of(row: Row) -> Member:
@@ -20,6 +22,7 @@ def member_of(row: Row) -> Member:
         status=row[5],
         owner=row[6],
         inbox_cursor=int(row[7]),
+        owner_id=row[8],
     )
 
 
@@ -51,15 +54,18 @@ def list_workspaces(db: Db) -> list[Workspace]:
     ]
 
 
-def create_member(db: Db, ws: Workspace, name: str, kind: str, owner: str | None) -> Member | None:
+def create_member(
+    db: Db, ws: Workspace, name: str, kind: str, owner: Member | None
+) -> Member | None:
     """The new active member, or None when the name is taken in the workspace."""
     if db.one("SELECT 1 FROM members WHERE workspace_id = ? AND name = ?", (ws.id, name)):
         return None
     mid = new_id("mb")
+    owner_name, owner_id = (owner.name, owner.id) if owner is not None else (None, None)
     db.run(
-        "INSERT INTO members (id, workspace_id, name, kind, status, owner, inbox_cursor, created_at)"
-        " VALUES (?, ?, ?, ?, 'active', ?, 0, ?)",
-        (mid, ws.id, name, kind, owner, now_ms()),
+        "INSERT INTO members (id, workspace_id, name, kind, status, owner, owner_id,"
+        " inbox_cursor, created_at) VALUES (?, ?, ?, ?, 'active', ?, ?, 0, ?)",
+        (mid, ws.id, name, kind, owner_name, owner_id, now_ms()),
     )
     return Member(
         id=mid,
@@ -68,8 +74,22 @@ def create_member(db: Db, ws: Workspace, name: str, kind: str, owner: str | None
         name=name,
         kind=kind,
         status="active",
-        owner=owner,
+        owner=owner_name,
         inbox_cursor=0,
+        owner_id=owner_id,
+    )
+
+
+def owned_agents(db: Db, member_id: str) -> list[str]:
+    """The ids of the members `member_id` owns."""
+    return [str(r[0]) for r in db.all("SELECT id FROM members WHERE owner_id = ?", (member_id,))]
+
+
+def set_owner(db: Db, member_id: str, owner: Member | None) -> None:
+    """The agent's owner from now on (None: no one), by id; the name is kept for reading."""
+    db.run(
+        "UPDATE members SET owner = ?, owner_id = ? WHERE id = ?",
+        (owner.name if owner else None, owner.id if owner else None, member_id),
     )
 
 
@@ -139,8 +159,12 @@ def live_members_named(db: Db, workspace_id: str, names: list[str]) -> list[Memb
 def remove_member(db: Db, member_id: str, hard: bool) -> None:
     """Soft: status removed, row and tokens kept (so the hub can say `agent_removed`).
     Hard: the member, its tokens, participations, inbox, presence and read markers are
-    deleted."""
+    deleted, and what it owned is owned by no one (DESIGN.md §4 "Identity"): its agents have
+    no owner until an admin names one, its rooms and threads none, so a member who takes the
+    freed name later inherits nothing."""
     if hard:
+        db.run("UPDATE members SET owner = NULL, owner_id = NULL WHERE owner_id = ?", (member_id,))
+        db.run("UPDATE rooms SET owner = NULL, owner_id = NULL WHERE owner_id = ?", (member_id,))
         # Keep the token hashes as tombstones: the hub can still say "removed" (403).
         db.run(
             "INSERT INTO token_tombstones (hash, name, kind, removed_at)"

@@ -17,8 +17,10 @@ class Member(msgspec.Struct, frozen=True):
     name: str
     kind: str
     status: str
-    owner: str | None
+    owner: str | None  # the owner's name, for people to read
     inbox_cursor: int
+    # The owner's member id: what every check of ownership compares (DESIGN.md §4 "Identity").
+    owner_id: str | None = None
 
 
 class Room(msgspec.Struct, frozen=True):
@@ -35,6 +37,7 @@ class Room(msgspec.Struct, frozen=True):
     router: str = "sole-agent"
     max_delegation_depth: int = 8
     agent_wakeups_per_minute: int = 120
+    owner_id: str | None = None  # as Member.owner_id: ownership is compared by id
 
 
 class KeyRecord(msgspec.Struct, frozen=True):

@@ -10,7 +10,7 @@ from agentpost.store.models import Member, Room
 
 _COLS = (
     "id, workspace_id, name, kind, mode, master, archived, owner, sensitive_filter, last_seq,"
-    " router, max_delegation_depth, agent_wakeups_per_minute"
+    " router, max_delegation_depth, agent_wakeups_per_minute, owner_id"
 )
 _N = len(_COLS.split(","))  # the columns after these in a wider row start here
 
@@ -30,6 +30,7 @@ def _room(row: Row) -> Room:
         router=row[10],
         max_delegation_depth=int(row[11]),
         agent_wakeups_per_minute=int(row[12]),
+        owner_id=row[13],
     )
 
 
@@ -40,19 +41,20 @@ def create_room(
     kind: str,
     mode: str,
     master: str | None,
-    owner: str | None,
+    owner: Member | None,
     sensitive_filter: bool,
     router: str = "sole-agent",
     max_delegation_depth: int = 8,
     agent_wakeups_per_minute: int = 120,
 ) -> Room | None:
-    """The new room, or None when the name is taken in the workspace."""
+    """The new room, or None when the name is taken in the workspace. `owner`: the member
+    who owns it (kept by id, with the name to read), if any."""
     if db.one("SELECT 1 FROM rooms WHERE workspace_id = ? AND name = ?", (workspace_id, name)):
         return None
     rid = new_id("rm")
     db.run(
         f"INSERT INTO rooms ({_COLS}, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0, ?, ?, ?, ?, ?)",
         (
             rid,
             workspace_id,
@@ -60,11 +62,12 @@ def create_room(
             kind,
             mode,
             master,
-            owner,
+            owner.name if owner else None,
             int(sensitive_filter),
             router,
             max_delegation_depth,
             agent_wakeups_per_minute,
+            owner.id if owner else None,
             now_ms(),
         ),
     )
@@ -76,12 +79,13 @@ def create_room(
         mode=mode,
         master=master,
         archived=False,
-        owner=owner,
+        owner=owner.name if owner else None,
         sensitive_filter=sensitive_filter,
         last_seq=0,
         router=router,
         max_delegation_depth=max_delegation_depth,
         agent_wakeups_per_minute=agent_wakeups_per_minute,
+        owner_id=owner.id if owner else None,
     )
 
 

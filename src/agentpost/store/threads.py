@@ -10,17 +10,19 @@ from __future__ import annotations
 from agentpost.core.clock import now_ms
 from agentpost.core.ids import new_id
 from agentpost.store.engine import Db
+from agentpost.store.models import Member
 
 KIND = "thread"
 
 
-def insert_if_absent(db: Db, workspace_id: str, name: str, owner: str) -> bool:
-    """Make thread `name` owned by `owner` (a member name) unless a room of that name exists
-    in the workspace; True when this call made it."""
+def insert_if_absent(db: Db, workspace_id: str, name: str, owner: Member) -> bool:
+    """Make thread `name` owned by `owner` (kept by id, with the name to read) unless a room
+    of that name exists in the workspace; True when this call made it."""
     inserted = db.run(
         "INSERT INTO rooms (id, workspace_id, name, kind, mode, master, archived, owner,"
-        " sensitive_filter, last_seq, created_at) VALUES (?, ?, ?, ?, 'dynamic', NULL, 0, ?, 0, 0, ?)"
+        " owner_id, sensitive_filter, last_seq, created_at)"
+        " VALUES (?, ?, ?, ?, 'dynamic', NULL, 0, ?, ?, 0, 0, ?)"
         " ON CONFLICT (workspace_id, name) DO NOTHING",
-        (new_id("rm"), workspace_id, name, KIND, owner, now_ms()),
+        (new_id("rm"), workspace_id, name, KIND, owner.name, owner.id, now_ms()),
     )
     return inserted == 1

@@ -46,7 +46,7 @@ def room_for(tx: Tx, caller: Member, agent: Member, context_id: str) -> Room:
         found = rooms.room_by_name(tx, caller.workspace_id, name)
         if found is None:
             made = rooms.create_room(
-                tx, caller.workspace_id, name, "channel", "dynamic", None, caller.name, False
+                tx, caller.workspace_id, name, "channel", "dynamic", None, caller, False
             )
             assert made is not None  # looked for under the lock above
             for who in (caller, agent):
@@ -186,7 +186,7 @@ def _newest_needs_input(db: Db, ev: Event, agent: Member) -> Event | None:
         reply = msgspec.json.decode(body, type=Event)
         if (
             reply.in_reply_to == ev.id
-            and reply.sender == agent.name
+            and reply.sender_id == agent.id
             and reply.reply_kind == "needs_input"
         ):
             newest = reply

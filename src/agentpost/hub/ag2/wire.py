@@ -186,7 +186,10 @@ def envelope(
         timestamp=ev.created_at,
         channel_id=wire_room(ev.room),
         user_id=wire_member(ev.sender, member.workspace_name),
-        access_tier="owner" if member.owner is not None and ev.sender == member.owner else "guest",
+        # By member id (DESIGN.md §4 "Identity"): a name freed and taken again owns nothing.
+        access_tier="owner"
+        if member.owner_id is not None and ev.sender_id == member.owner_id
+        else "guest",
         attempt=task.attempt,
         room_name=room_name,
         sender_name=ev.sender,

@@ -15,6 +15,7 @@ from agentpost.hub.notify import inbox_key, room_key
 from agentpost.hub.schemas import (
     MemberIn,
     MemberOut,
+    OwnerIn,
     RetentionEffective,
     RetentionIn,
     RetentionOut,
@@ -28,7 +29,9 @@ from agentpost.store.models import Member, Workspace
 
 
 def member_out(m: Member) -> MemberOut:
-    return MemberOut(id=m.id, name=m.name, kind=m.kind, status=m.status, owner=m.owner)
+    return MemberOut(
+        id=m.id, name=m.name, kind=m.kind, status=m.status, owner=m.owner, owner_id=m.owner_id
+    )
 
 
 async def create_workspace(request: Request) -> Response:
@@ -63,15 +66,8 @@ async def add_member(request: Request) -> Response:
         ws = members.workspace_by_name(tx, ws_name)
         if ws is None:
             raise RequestError(Code.NO_WORKSPACE, f"no workspace {ws_name!r}")
-        if body.owner is not None:
-            owner = members.member_by_name(tx, ws.id, body.owner)
-            if owner is None or owner.kind != "human" or owner.status != "active":
-                raise RequestError(
-                    Code.INVALID_REQUEST,
-                    f"owner {body.owner!r} is not an active human member",
-                    field="$.owner",
-                )
-        m = members.create_member(tx, ws, body.name, body.kind, body.owner)
+        owner = None if body.owner is None else _owner(tx, ws, body.owner)
+        m = members.create_member(tx, ws, body.name, body.kind, owner)
         if m is None:
             raise _exists(tx, ws.id, ws_name, body.name)
         members.add_token(tx, m.id, token_hash(token))
@@ -153,6 +149,7 @@ async def remove_member(request: Request) -> Response:
     if hard_raw not in ("true", "false", "1", "0"):
         raise RequestError(Code.INVALID_REQUEST, "hard must be true or false", field="hard")
     hard = hard_raw in ("true", "1")
+    changed: list[str] = []
 
     def remove(tx: Tx) -> Member:
         ws = members.workspace_by_name(tx, ws_name)
@@ -162,15 +159,20 @@ async def remove_member(request: Request) -> Response:
         if m is None:
             raise RequestError(Code.MEMBER_NOT_FOUND, f"no member {name!r} in {ws_name!r}")
         its_rooms = rooms.rooms_of_member(tx, m.id)  # before a hard removal drops them
+        # A hard removal leaves its agents with no owner: their cached rows must not say
+        # otherwise (DESIGN.md §4 "Identity").
+        changed[:] = members.owned_agents(tx, m.id) if hard else []
         members.remove_member(tx, m.id, hard)
         # Its streams and long polls wake, see the removal and end now, not at the next event.
         for key in [inbox_key(m.id), *(room_key(r.id) for r in its_rooms)]:
             tx.notify(key)
-        tx.notify(auth.FORGET + m.id)  # every process's token cache drops it
+        for member_id in [m.id, *changed]:
+            tx.notify(auth.FORGET + member_id)  # every process's token cache drops it
         return m
 
     m = await hub.engine.write(remove)
-    hub.tokens.forget(m.id)  # right after the commit: refused from the next request on
+    for member_id in [m.id, *changed]:
+        hub.tokens.forget(member_id)  # right after the commit: refused from the next request on
     out = {
         "member": {
             "id": m.id,
@@ -178,10 +180,53 @@ async def remove_member(request: Request) -> Response:
             "kind": m.kind,
             "status": "removed",
             "owner": m.owner,
+            "owner_id": m.owner_id,
         },
         "hard": hard,
     }
     return json_response(200, msgspec.json.encode(out))
+
+
+async def set_owner(request: Request) -> Response:
+    """`PUT /v1/admin/workspaces/{ws}/members/{name}/owner {"owner": NAME | null}`: the
+    agent's owner from now on (null: no one), by member id; the one way an agent whose owner
+    was removed hard gets one again (DESIGN.md §4 "Identity")."""
+    hub = hub_of(request)
+    auth.require_admin(request, hub.admin_hash)
+    ws_name = request.path_params["ws"]
+    name = request.path_params["name"]
+    body = await read_json(request, OwnerIn, hub.config.max_json_bytes)
+
+    def change(tx: Tx) -> Member:
+        ws = _workspace(tx, ws_name)
+        m = members.member_by_name(tx, ws.id, name)
+        if m is None:
+            raise RequestError(Code.MEMBER_NOT_FOUND, f"no member {name!r} in {ws_name!r}")
+        if m.status != "active":
+            raise auth.removed(m.name, m.kind)
+        if m.kind != "agent":
+            raise RequestError(Code.INVALID_REQUEST, "only agents have an owner", field="$.owner")
+        owner = None if body.owner is None else _owner(tx, ws, body.owner)
+        members.set_owner(tx, m.id, owner)
+        tx.notify(auth.FORGET + m.id)  # cached rows of the agent name the old owner
+        found = members.member_by_id(tx, m.id)
+        assert found is not None
+        return found
+
+    m = await hub.engine.write(change)
+    hub.tokens.forget(m.id)
+    return json_response(200, msgspec.json.encode({"member": member_out(m), "workspace": ws_name}))
+
+
+def _owner(tx: Db, ws: Workspace, name: str) -> Member:
+    owner = members.member_by_name(tx, ws.id, name)
+    if owner is None or owner.kind != "human" or owner.status != "active":
+        raise RequestError(
+            Code.INVALID_REQUEST,
+            f"owner {name!r} is not an active human member",
+            field="$.owner",
+        )
+    return owner
 
 
 def _workspace_retention(db: Db, workspace_id: str) -> RetentionReply:

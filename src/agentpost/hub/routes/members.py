@@ -31,6 +31,7 @@ def member_seen(
         kind=m.kind,
         status=m.status,
         owner=m.owner,
+        owner_id=m.owner_id,
         online=m.status == "active" and hub.presence.online(last, now),
         last_seen=when(last),
         worker=leases.holder_out(lease, now) if lease is not None and lease.fence > 0 else None,

@@ -44,6 +44,7 @@ def room_out(
         master=room.master,
         archived=room.archived,
         owner=room.owner,
+        owner_id=room.owner_id,
         sensitive_filter=room.sensitive_filter,
         last_seq=room.last_seq,
         participants=rooms.participant_names(db, room.id),
@@ -333,7 +334,7 @@ async def set_retention(request: Request) -> Response:
     def change(tx: Tx) -> RetentionReply:
         room = visible_room(tx, room_id, who)
         if who is not None and (
-            who.kind != "human" or (room.owner is not None and room.owner != who.name)
+            who.kind != "human" or (room.owner is not None and room.owner_id != who.id)
         ):
             raise AuthError(
                 Code.FORBIDDEN,
