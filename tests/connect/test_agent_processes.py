@@ -148,6 +148,55 @@ def test_sigterm_stop_of_the_worker_ends_the_whole_group(
     assert _ticks(folder) == size
 
 
+def _marked(marker: str) -> list[int]:
+    """Every live process whose environment carries this Worker run's marker."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _alive(int(entry.name)):
+            try:
+                if _environ(int(entry.name)).get(MARK_ENV) == marker:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_kill_9_of_the_keeper_ends_the_agent_and_its_children_before_the_next_starts(
+    connected: Connected, tmp_path: Path
+) -> None:
+    """The log names the agent's own pid beside its keeper's; kill -9 of the keeper alone
+    leaves no process of that agent running (the one that left the group included), and
+    none is left when the restarted agent starts."""
+    folder = tmp_path / "stubborn"
+    w = _stubborn(connected, folder)
+    agent = _agent(folder, 1)
+    _all_running(agent, folder)
+    wait_for(lambda: f"agent started: pid {agent.pid}, keeper pid {agent.keeper}," in w.log())
+    os.kill(agent.keeper, signal.SIGKILL)
+    wait_for(lambda: not any(_alive(p) for p in agent.pids()), timeout=20)
+    second = _agent(folder, 2)
+    assert second.earlier_alive == []  # gone before the restarted agent ran
+    assert all(_alive(p) for p in second.pids())
+    assert f"the agent's keeper (pid {agent.keeper}) is gone and left" in w.log()
+    wait_for(lambda: f"agent started: pid {second.pid}, keeper pid {second.keeper}," in w.log())
+
+
+def test_a_stop_just_after_the_keeper_was_killed_leaves_no_process_of_the_agent(
+    connected: Connected, tmp_path: Path
+) -> None:
+    folder = tmp_path / "stubborn"
+    w = _stubborn(connected, folder)
+    agent = _agent(folder, 1)
+    _all_running(agent, folder)
+    marker = _environ(agent.pid)[MARK_ENV]
+    os.kill(agent.keeper, signal.SIGKILL)
+    assert w.stop() == 0
+    assert _marked(marker) == []  # no agent, child or keeper of this Worker run is left
+    size = _ticks(folder)
+    quiet_for(0.5)
+    assert _ticks(folder) == size
+
+
 def test_survivors_of_an_earlier_worker_are_ended_at_the_next_start(
     connected: Connected, tmp_path: Path
 ) -> None:

@@ -6,6 +6,7 @@ Real hub processes on both engines, real Worker processes, kill -9 from outside.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -264,6 +265,39 @@ def test_takeover_ends_the_old_workers_agent_at_once_and_the_reply_is_posted_onc
     quiet_for(1.0)
     assert len(_replies(c, e1["id"])) == 1
     assert _prompts(marks) == 2  # once in the old Worker (ended), once in the new one
+
+
+def test_a_copy_of_a_live_workers_folder_waits_as_a_standby_and_leaves_its_agent_alone(
+    connected: Connected, tmp_path: Path
+) -> None:
+    """Same worker id, host and last fence as the live Worker: still not "the same Worker
+    restarted", since that Worker's pid runs with the recorded start time."""
+    c = connected
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {"TRICK_MARKER_DIR": str(marks)}
+    first = c.worker(agent_cmd(TRICK), env=env)
+    e1 = c.say("alice", "@bot before")
+    c.wait_reply(e1["id"])
+    first_agent = int((marks / "prompt-1").read_text())
+    copy = tmp_path / "ws-bot-copy"
+    shutil.copytree(tmp_path / "ws-bot", copy)
+    second = c.worker(
+        agent_cmd(TRICK), env=env, workspace=copy, log_name="bot-copy", wait_agent=False
+    )
+    wait_for(lambda: "standby: another Worker serves this agent" in second.log())
+    assert "still runs: this is a copy of its folder" in second.log()
+    assert _alive(first_agent)  # the copy did not end the live Worker's agent
+    e2 = c.say("alice", "@bot after the copy")
+    assert c.wait_reply(e2["id"])["text"] == "trick: @bot after the copy"
+    assert int((marks / "prompt-2").read_text()) == first_agent  # served by the first
+    quiet_for(1.0)  # the standby asks again every 0.6 s: it stays a standby
+    assert "lease held" not in second.log() and "agent started" not in second.log()
+    assert "took over" not in second.log()
+    with c.hub.client(c.setup.tokens["alice"]) as h:
+        bot = h.get(f"/v1/workspaces/{c.setup.workspace}/members/bot").json()["member"]
+    assert first.proc is not None and bot["worker"]["pid"] == first.proc.pid
+    assert "lease lost" not in first.log()
 
 
 def test_a_stopped_worker_hands_over_at_once(connected: Connected, tmp_path: Path) -> None:

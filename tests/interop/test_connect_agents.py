@@ -129,7 +129,7 @@ def test_kill_9_of_the_worker_ends_the_agent_and_the_restart_answers_once(
     w = room.worker(agent.command, agent.env)
     ev = room.say("alice", "@bot fake:slow 4")
     poll(lambda: any("fake:slow" in str(r.body) for r in agent.model.conversations()), timeout=60)
-    group = int(re.findall(r"agent started: pid (\d+)", w.log())[-1])
+    group = int(re.findall(r"agent started: .*process group (\d+)", w.log())[-1])
     w.kill()
 
     def group_gone() -> bool:

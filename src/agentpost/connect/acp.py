@@ -406,6 +406,7 @@ class AgentConnection:
                 cwd=str(self.cwd),
                 limit=READ_CHUNK,
                 start_new_session=True,
+                pass_fds=self._processes.pass_fds() if self._processes else (),
             )
         except OSError as exc:
             raise AgentFailed(f"cannot start {self.argv[0]!r}: {exc}") from exc

@@ -3,8 +3,10 @@ with backoff when it exits, and one ACP session per Session key, made lazily.
 
 `AgentProcesses` owns every process the agent is made of (DESIGN.md §6 "The Worker owns
 its agent's processes"): it starts the agent under a keeper (`connect/keeper.py`) in a
-session of its own, records the group in the workspace, ends the whole group on stop, on
-restart and on a cut, and ends at the next start whatever an earlier Worker left behind.
+session of its own, records the group in the workspace, feeds the keeper the lease's
+deadline (§6 "Fenced by time, not only by death"), ends the whole group on stop, on
+restart, on a cut and when the keeper dies, and ends at the next start whatever an earlier
+Worker left behind.
 
 Every `session/update` is handed to the Turn that owns its session; every request the
 agent makes (permissions, `_…` extensions) arrives here, on the one standing connection.
@@ -18,6 +20,7 @@ import logging
 import os
 import secrets
 import signal
+import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -65,6 +68,13 @@ class AgentProcesses:
         self.keeper = keeper.supported()
         me = keeper.proc(os.getpid()) if self.keeper else None
         self._since = me.start if me is not None else 0
+        self.until: float | None = None  # the fence: monotonic time the agent may work to
+        self._fence: socket.socket | None = None  # our end, to the current keeper
+        self._their_end: socket.socket | None = None  # the keeper's, until it is spawned
+        self._read = b""
+        self._reading: asyncio.AbstractEventLoop | None = None
+        self.agent_pid: int | None = None
+        self._group: int | None = None
 
     def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         return {**(os.environ if base is None else base), keeper.MARK_ENV: self.marker}
@@ -72,13 +82,85 @@ class AgentProcesses:
     def command(self, argv: list[str]) -> list[str]:
         if not self.keeper:
             return argv
-        return keeper.command(sys.executable, argv, os.getpid())
+        self._close_fence()
+        self._fence, self._their_end = socket.socketpair()
+        return keeper.command(sys.executable, argv, os.getpid(), self._their_end.fileno())
+
+    def pass_fds(self) -> tuple[int, ...]:
+        """The fd the keeper gets besides its pipes: its end of the fence."""
+        return () if self._their_end is None else (self._their_end.fileno(),)
 
     def started(self, pid: int) -> None:
-        """Record the group just started (its id is `pid`, the session leader's)."""
+        """Record the group just started (its id is `pid`, the session leader's), and
+        give the keeper the lease's deadline as it stands."""
+        if self._their_end is not None:
+            self._their_end.close()  # the keeper holds it now
+            self._their_end = None
+        self.agent_pid = None
+        self._group = pid
+        if self._fence is not None:
+            self._fence.setblocking(False)
+            self._reading = asyncio.get_running_loop()
+            self._reading.add_reader(self._fence.fileno(), self.heard)
+            if self.until is not None:
+                self.fence(self.until)
         found = keeper.proc(pid) if self.keeper else None
         self._write({"pgid": pid, "keeper_pid": pid,
                      "keeper_start": found.start if found is not None else None})
+
+    def fence(self, until: float) -> None:
+        """The agent may work until `until` (monotonic), unless told a later time: the
+        Worker renewed its lease (§6 "Fenced by time"). A keeper that stopped the group
+        resumes it."""
+        self.until = until
+        if self._fence is None:
+            return
+        try:
+            self._fence.send(f"until {until!r}\n".encode())
+        except OSError as exc:  # the keeper is gone (it is ended and restarted) or stuck
+            log.warning("the keeper was not told the lease's new deadline: %s", exc)
+
+    def heard(self) -> None:
+        """Read what the keeper said (its agent's pid; that it stopped or resumed the group)."""
+        while self._fence is not None:
+            try:
+                data = self._fence.recv(4096)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            if not data:  # the keeper is gone; `after_keeper` closes our end
+                self._stop_reading()
+                return
+            self._read += data
+            *lines, self._read = self._read.split(b"\n")
+            for line in lines:
+                self._said(line.decode(errors="replace").split())
+
+    def _said(self, words: list[str]) -> None:
+        if words[:1] == ["agent"] and len(words) == 3 and words[1].isdigit():
+            self.agent_pid = int(words[1])
+        elif words[:1] == ["stopped"]:
+            log.warning(
+                "the keeper stopped the agent's processes (SIGSTOP): the lease was not renewed "
+                "in time and could pass to a standby; they resume if this Worker still holds "
+                "it, and are ended if it does not"
+            )
+        elif words[:1] == ["resumed"]:
+            log.info("the keeper resumed the agent's processes: the lease is still ours")
+
+    def _stop_reading(self) -> None:
+        if self._reading is not None and self._fence is not None:
+            self._reading.remove_reader(self._fence.fileno())
+        self._reading = None
+
+    def _close_fence(self) -> None:
+        self._stop_reading()
+        for end in (self._fence, self._their_end):
+            if end is not None:
+                end.close()
+        self._fence = self._their_end = None
+        self._read = b""
 
     def _write(self, group: dict[str, Any]) -> None:
         if self.record is None:
@@ -99,6 +181,12 @@ class AgentProcesses:
         except ProcessLookupError:
             pass
 
+    def kill_left(self) -> None:
+        """SIGKILL what is left of the last group once its keeper is gone (from any thread):
+        a group id is not given to a new process while the group has a member."""
+        if self._group is not None:
+            _killpg(self._group, signal.SIGKILL)
+
     async def end(self, proc: asyncio.subprocess.Process) -> None:
         """End the whole group: SIGTERM, `GRACE` seconds, SIGKILL (the keeper does the
         waiting and the SIGKILL of its descendants; this waits for the keeper)."""
@@ -110,8 +198,28 @@ class AgentProcesses:
                 log.error("the agent's group %d did not end in time; SIGKILL", proc.pid)
                 _killpg(proc.pid, signal.SIGKILL)
                 await proc.wait()
-        if not self.keeper:  # what is left of the group once its leader is gone
-            _killpg(proc.pid, signal.SIGKILL)
+        await self.after_keeper(proc.pid)
+
+    async def after_keeper(self, pgid: int) -> None:
+        """Once the keeper has exited: end whatever of the agent outlived it. A keeper
+        that ended normally left nothing; one killed from outside (kill -9) left the agent
+        and its tools running (§6 "Fenced by time": the Worker ends the whole group when
+        the keeper dies). Its group is SIGKILLed, and every process carrying this run's
+        marker that started after this Worker (one that left the group included)."""
+        self.heard()
+        self._close_fence()
+        if self.keeper:
+            record = {"marker": self.marker, "since": self._since, "pgid": pgid}
+            ended = await asyncio.to_thread(_end_survivors, record)
+            if ended:
+                log.error(
+                    "the agent's keeper (pid %d) is gone and left %d processes of the agent "
+                    "running: ended them (pids %s)",
+                    pgid,
+                    len(ended),
+                    " ".join(str(p) for p in sorted(ended)),
+                )
+        _killpg(pgid, signal.SIGKILL)  # what is left of the group (a scrubbed environment)
 
     def sweep(self) -> None:
         """At start, under the workspace lock: end what an earlier Worker of this workspace
@@ -126,7 +234,16 @@ class AgentProcesses:
         if self.record is None:
             return
         earlier = _read_record(self.record)
-        if earlier is not None:
+        if earlier is not None and _recorder_lives(earlier):
+            # This folder is a copy of a live Worker's (§6 "One Worker"): its agent is that
+            # Worker's to end, never ours.
+            log.warning(
+                "the agent recorded in %s belongs to a Worker that still runs (pid %s): this "
+                "folder is a copy of its folder; that agent is left alone",
+                self.record,
+                earlier.get("worker_pid"),
+            )
+        elif earlier is not None:
             ended = _end_survivors(earlier)
             if ended:
                 log.warning(
@@ -183,6 +300,15 @@ def _survivors(record: dict[str, Any]) -> dict[int, int]:
     if keeper_ours or marked.keys() & members.keys():
         return {**marked, **members}
     return marked
+
+
+def _recorder_lives(record: dict[str, Any]) -> bool:
+    """The Worker that wrote `record` runs still: another process, same pid and start."""
+    pid = _int(record.get("worker_pid"))
+    if pid is None or pid == os.getpid():
+        return False
+    found = keeper.proc(pid)
+    return found is not None and found.start == record.get("since")
 
 
 def _int(value: Any) -> int | None:
@@ -251,6 +377,8 @@ class AgentSupervisor:
         # ACP session id → the binding issued in it (§6: usable only from there); kept for
         # the agent process's life, cleared with its sessions at a restart.
         self.bindings: dict[str, str] = {}
+        # ACP session id → the event its latest Turn serves (a delivery's cause, §4 "Cause").
+        self.triggers: dict[str, str] = {}
         self._listeners: dict[str, Callable[[Update], None]] = {}
         self._permission_watch: dict[str, PermissionWatch] = {}
         self._stopping = False
@@ -296,15 +424,14 @@ class AgentSupervisor:
             self.generation += 1
             self.sessions.clear()
             self.bindings.clear()
+            self.triggers.clear()
             self.ready.set()
-            log.info(
-                "agent started: pid %s, process group %s%s (%s)",
-                conn.pid,
-                conn.pid,
-                " under a keeper" if self.processes.keeper else "",
-                " ".join(self.argv),
-            )
+            await self._log_started(conn)
             code = await conn.wait()
+            # The keeper is gone: should it have been killed from outside, the agent it
+            # left runs on; it is ended before anything else (§6 "Fenced by time").
+            if conn.pid is not None:
+                await self.processes.after_keeper(conn.pid)
             await conn.drain()  # what it wrote before it went is read, then the close
             self.ready.clear()
             self.conn = None
@@ -327,6 +454,26 @@ class AgentSupervisor:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, BACKOFF_MAX)
 
+    async def _log_started(self, conn: AgentConnection) -> None:
+        """`agent started`, naming the agent's own pid beside its keeper's (the keeper
+        says it at once, before the agent could answer initialize; read within 1 s)."""
+        argv = " ".join(self.argv)
+        if not self.processes.keeper:
+            log.info("agent started: pid %s, process group %s (%s)", conn.pid, conn.pid, argv)
+            return
+        deadline = time.monotonic() + 1.0
+        self.processes.heard()
+        while self.processes.agent_pid is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+            self.processes.heard()
+        log.info(
+            "agent started: pid %s, keeper pid %s, process group %s (%s)",
+            self.processes.agent_pid or "unknown",
+            conn.pid,
+            conn.pid,
+            argv,
+        )
+
     async def stop(self) -> None:
         self._stopping = True
         conn = self._current
@@ -339,6 +486,8 @@ class AgentSupervisor:
         pid = conn.pid if conn is not None and conn.running() else None
         if pid is not None:  # not reaped yet: the pid is still the keeper's
             self.processes.kill(pid)
+        else:  # the keeper is gone: what it left of the group
+            self.processes.kill_left()
 
     def halt(self, reason: str) -> None:
         """End the agent's whole group at once, no grace (this Worker lost its lease: the

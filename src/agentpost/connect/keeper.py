@@ -2,8 +2,8 @@
 owns its agent's processes"), and the one module that calls `prctl` (Linux only): the
 keeper's own calls, and the Worker's `forbid_dumping` (its token stays with it).
 
-The Worker spawns `python -S keeper.py --worker <pid> -- <agent argv…>` as the leader of
-a new session (its process group and session id are its pid). The keeper
+The Worker spawns `python -S keeper.py --worker <pid> [--fence <fd>] -- <agent argv…>` as
+the leader of a new session (its process group and session id are its pid). The keeper
 - sets `PR_SET_CHILD_SUBREAPER` (a descendant whose parent dies is re-parented to the
   keeper, even one that left the group with `setsid`) and `PR_SET_PDEATHSIG` (`SIGUSR1`
   when the Worker dies), then checks `getppid()` once more: a Worker already dead before
@@ -17,9 +17,18 @@ a new session (its process group and session id are its pid). The keeper
 - when the agent exits by itself, ends the rest the same way (SIGTERM, `GRACE`, SIGKILL);
 - exits once no descendant is left (or `KILL_WAIT` seconds of SIGKILL did not end one,
   stuck in the kernel), with the agent's status: its exit code, or the
-  same signal it died of, so the Worker sees what it saw before the keeper existed.
-"Everything" is every process of the keeper's session or group and every child of the
-keeper (subreaped descendants included), signalled through a pidfd after a re-check, so a
+  same signal it died of, so the Worker sees what it saw before the keeper existed;
+- with `--fence`, is fenced by time (DESIGN.md §6 "Fenced by time, not only by death"):
+  the fd is one end of a socket pair whose other end the Worker keeps. The Worker writes
+  `until <T>\n` each time it renewed its lease, T a `CLOCK_MONOTONIC` time (the same clock
+  for every process of the host) by which its lease could have passed to a standby, less a
+  margin. When T passes with no later line (the Worker is frozen by SIGSTOP or Ctrl-Z, or
+  cannot reach the hub) the keeper SIGSTOPs everything; a later T resumes it (SIGCONT).
+  Whether the lease moved only the Worker can learn: it then ends the group (`SIGUSR1`).
+  The keeper writes back `agent <pid> <start>\n` once the agent runs, and `stopped <T>\n`
+  and `resumed\n` (for the Worker's log).
+"Everything" is every process of the keeper's session or group and every descendant of the
+keeper (subreaped ones included), signalled through a pidfd after a re-check, so a
 recycled pid is never hit. A descendant that escapes the session is still a descendant:
 when its parent dies it becomes the keeper's child.
 
@@ -44,8 +53,10 @@ and the keeper runs it as a script, without `site`.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -58,7 +69,7 @@ GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 KILL_WAIT = 10.0  # seconds the keeper keeps SIGKILLing; past that it says so and exits
 WORKER_GONE = signal.SIGUSR1  # the death signal; also "end everything now" from the Worker
 _STOP = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-_WAITED = {signal.SIGCHLD, WORKER_GONE, *_STOP}
+_WAITED = {signal.SIGCHLD, signal.SIGIO, WORKER_GONE, *_STOP}  # SIGIO: a line on the fence
 _RESTORED = (signal.SIGPIPE, signal.SIGXFSZ)  # ignored by Python; SIG_DFL again for the agent
 
 
@@ -168,19 +179,38 @@ def signal_if(pid: int, sig: int, still: Callable[[Proc], bool]) -> bool:
 
 
 class _Keeper:
-    def __init__(self, agent_argv: list[str]) -> None:
+    def __init__(self, agent_argv: list[str], fence: socket.socket | None = None) -> None:
         self.me = os.getpid()
         self.agent_argv = agent_argv
         self.agent = 0
         self.status: int | None = None
+        self.fence = fence
+        self.until: float | None = None  # no line yet: not fenced
+        self.stopped = False
+        self._pending = b""
 
     def ours(self, p: Proc) -> bool:
         return p.pid != self.me and self.me in (p.ppid, p.pgid, p.sid)
 
+    def everything(self) -> list[Proc]:
+        """Every process of our session or group, and every descendant of the keeper: a
+        tool that left the group with `setsid` while its parent lives is one too."""
+        live = processes()
+        children: dict[int, list[Proc]] = {}
+        for p in live:
+            children.setdefault(p.ppid, []).append(p)
+        found = {p.pid: p for p in live if self.ours(p)}
+        todo = [self.me, *found]
+        while todo:
+            for child in children.get(todo.pop(), ()):
+                if child.pid not in found and child.pid != self.me:
+                    found[child.pid] = child
+                    todo.append(child.pid)
+        return list(found.values())
+
     def signal_all(self, sig: int) -> None:
-        for p in processes():
-            if self.ours(p):
-                signal_if(p.pid, sig, self.ours)
+        for p in self.everything():
+            signal_if(p.pid, sig, _same_start(p.start))
 
     def reap(self) -> bool:
         """Reap what has exited (keeping the agent's status); True while children remain."""
@@ -196,7 +226,10 @@ class _Keeper:
 
     def end(self, grace: float) -> None:
         """SIGTERM and `grace` seconds (unless 0 or the Worker dies meanwhile), then
-        SIGKILL until no descendant is left."""
+        SIGKILL until no descendant is left. A group stopped by the fence gets no grace:
+        resumed, it would work on after its lease may have passed."""
+        if self.stopped:
+            grace = 0
         deadline = time.monotonic() + grace
         if grace > 0:
             self.signal_all(signal.SIGTERM)
@@ -210,11 +243,63 @@ class _Keeper:
         deadline = time.monotonic() + KILL_WAIT
         while self.reap():
             if time.monotonic() > deadline:  # e.g. stuck in the kernel (state D)
-                stuck = " ".join(str(p.pid) for p in processes() if self.ours(p))
+                stuck = " ".join(str(p.pid) for p in self.everything())
                 sys.stderr.write(f"agentpost keeper: processes did not end: {stuck}\n")
                 return
             self.signal_all(signal.SIGKILL)
             signal.sigtimedwait({signal.SIGCHLD}, 0.05)
+
+    # -- the fence ----------------------------------------------------------------------
+
+    def tell(self, line: str) -> None:
+        """One line to the Worker; lost when its end is gone or full (it is only said)."""
+        if self.fence is not None:
+            try:
+                self.fence.send(line.encode() + b"\n")
+            except OSError:
+                pass
+
+    def read_fence(self) -> None:
+        """Take every `until T` line the Worker wrote (the socket is non-blocking)."""
+        while self.fence is not None:
+            try:
+                data = self.fence.recv(4096)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            if not data:  # the Worker closed its end: the last T stands
+                self.fence.close()
+                self.fence = None
+                return
+            self._pending += data
+            *lines, self._pending = self._pending.split(b"\n")
+            for line in lines:
+                word, _, value = line.decode(errors="replace").partition(" ")
+                try:
+                    until = float(value)
+                except ValueError:
+                    continue
+                if word == "until" and until == until:  # not NaN
+                    self.until = until
+
+    def apply_fence(self) -> None:
+        if self.until is None:
+            return
+        if not self.stopped and time.monotonic() >= self.until:
+            self.signal_all(signal.SIGSTOP)
+            self.stopped = True
+            self.tell(f"stopped {self.until!r}")
+        elif self.stopped and time.monotonic() < self.until:
+            self.signal_all(signal.SIGCONT)
+            self.stopped = False
+            self.tell("resumed")
+
+    def wait_for(self) -> float:
+        """Seconds to wait for a signal: at most 1 s, less when the fence falls sooner."""
+        if self.until is None or self.stopped:
+            return 1.0
+        return max(0.0, min(1.0, self.until - time.monotonic()))
 
     def run(self, worker: int) -> int:
         signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
@@ -222,17 +307,28 @@ class _Keeper:
         prctl(PR_SET_PDEATHSIG, WORKER_GONE)
         if os.getppid() != worker:  # the Worker died before the death signal was set
             return 1
+        if self.fence is not None:  # a line arriving raises SIGIO, which we wait for
+            fd = self.fence.fileno()
+            os.set_inheritable(fd, False)  # the agent never holds it
+            self.fence.setblocking(False)
+            fcntl.fcntl(fd, fcntl.F_SETOWN, self.me)
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
+            self.read_fence()
         try:
             self.agent = _spawn(self.agent_argv)
         except OSError as exc:
             sys.stderr.write(f"agentpost keeper: cannot start {self.agent_argv[0]!r}: {exc}\n")
             return 127
+        found = proc(self.agent)
+        self.tell(f"agent {self.agent} {found.start if found is not None else 0}")
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)  # the agent alone holds the pipes: its EOF is the Worker's EOF
         os.dup2(null, 1)
         os.close(null)
         while self.status is None:
-            got = signal.sigtimedwait(_WAITED, 1.0)
+            self.read_fence()
+            self.apply_fence()
+            got = signal.sigtimedwait(_WAITED, self.wait_for())
             if got is None and os.getppid() != worker:  # a belt to the death signal
                 got_signo = int(WORKER_GONE)
             else:
@@ -246,6 +342,10 @@ class _Keeper:
             self.reap()
         self.end(GRACE)  # the agent exited by itself: the rest of its processes go too
         return _code(self.status)
+
+
+def _same_start(start: int) -> Callable[[Proc], bool]:
+    return lambda p: p.start == start
 
 
 def _spawn(argv: list[str]) -> int:
@@ -294,16 +394,26 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
-def command(python: str, agent_argv: Iterable[str], worker: int) -> list[str]:
-    """The argv that runs `agent_argv` under a keeper for the Worker `worker`."""
-    return [python, "-S", os.path.abspath(__file__), "--worker", str(worker), "--", *agent_argv]
+def command(
+    python: str, agent_argv: Iterable[str], worker: int, fence: int | None = None
+) -> list[str]:
+    """The argv that runs `agent_argv` under a keeper for the Worker `worker`; `fence`: the
+    fd (passed to the keeper) of its end of the fence's socket pair."""
+    fenced = [] if fence is None else ["--fence", str(fence)]
+    return [python, "-S", os.path.abspath(__file__), "--worker", str(worker), *fenced, "--",
+            *agent_argv]
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 5 or argv[1] != "--worker" or argv[3] != "--":
-        sys.stderr.write("usage: keeper.py --worker PID -- AGENT [ARG…]\n")
+    args = argv[1:]
+    fence: socket.socket | None = None
+    if len(args) >= 4 and args[0] == "--worker" and args[2] == "--fence":
+        fence = socket.socket(fileno=int(args[3]))
+        args = args[:2] + args[4:]
+    if len(args) < 4 or args[0] != "--worker" or args[2] != "--":
+        sys.stderr.write("usage: keeper.py --worker PID [--fence FD] -- AGENT [ARG…]\n")
         return 2
-    return _Keeper(argv[4:]).run(int(argv[2]))
+    return _Keeper(args[3:], fence).run(int(args[1]))
 
 
 if __name__ == "__main__":

@@ -285,7 +285,10 @@ class Worker:
     async def _take_lease(self) -> bool:
         """Hold this agent's lease before anything else runs (§6 "One Worker"); False when
         the Worker was stopped while it waited as a standby."""
-        self.lease = WorkerLease(self.client, self.worker_id, self.workspace.root)
+        # Each renewal moves the keeper's deadline (§6 "Fenced by time, not only by death").
+        self.lease = WorkerLease(
+            self.client, self.worker_id, self.workspace.root, self.agent.processes.fence
+        )
         taking = asyncio.ensure_future(self.lease.take(self.config.takeover, self._write_status))
         stopper = asyncio.ensure_future(self._stop.wait())
         await asyncio.wait({taking, stopper}, return_when=asyncio.FIRST_COMPLETED)
