@@ -54,9 +54,19 @@ def test_depth_along_a_chain(room: Room) -> None:
     # An agent woken by a receipt that delegates again goes one deeper than that receipt.
     e3 = room.say("b", "@a one more thing", in_reply_to=r2["id"])
     assert (e3["route"], e3["metadata"]["delegation_depth"]) == ("mention", 3)
-    # A delegation that answers nothing starts a chain of its own.
+    # A delegation that answers nothing descends from what last woke its agent (its cause,
+    # docs/delegation.md "Cause"): c was last woken by r1, so one deeper than r1, and it
+    # stays in hana's chain.
     fresh = room.say("c", "@a unrelated")
-    assert fresh["metadata"]["delegation_depth"] == 1
+    assert fresh["metadata"]["delegation_depth"] == 3
+    assert fresh["cause"] == {"origin": ask["id"], "via": "wake_up"}
+    assert e1["cause"] == {"origin": ask["id"], "via": "in_reply_to"}
+    # An agent that was never woken starts a chain of its own: its event is its origin.
+    other = room_on(room.hub)  # another workspace, whose agents were never woken
+    start = other.say("a", "@b a thought of my own")
+    assert start["metadata"]["delegation_depth"] == 1
+    assert start["cause"] == {"origin": start["id"], "via": "start"}
+    assert ask["cause"] is None  # a person's message is an origin itself
     # A message that wakes no one carries no depth.
     quiet = room.say("a", "noted", in_reply_to=e3["id"])
     assert quiet["route"] == "no_mention" and "delegation_depth" not in quiet["metadata"]
@@ -264,10 +274,12 @@ def test_the_budget_holds_across_concurrent_posts(
     dir) spend one budget: exactly `budget` wake-ups, one notice."""
     import concurrent.futures
 
-    env = {"AGENTPOST_WAKE_WINDOW_SECONDS": "600"}
+    # Each post descends from its sender's latest wake-up (docs/delegation.md "Cause"), so
+    # the 30 posts are one deepening chain: depth and origin limits set out of the way.
+    env = {"AGENTPOST_WAKE_WINDOW_SECONDS": "600", "AGENTPOST_ORIGIN_WAKEUPS": "1000"}
     first = make_hub("h1", env=env)
     hubs = [first] if engine is None else [first, make_hub("h2", env=env)]
-    room = room_on(first, agent_wakeups_per_minute=10)
+    room = room_on(first, agent_wakeups_per_minute=10, max_delegation_depth=100)
     senders = ["a", "b", "c"]
 
     def post(i: int) -> dict[str, Any]:

@@ -119,6 +119,7 @@ def _tls_to_plain(exc: BaseException) -> bool:
 
 
 FENCE_HEADER = "Agentpost-Worker-Fence"
+CAUSE_HEADER = "Agentpost-Cause"  # the event a Worker's post serves (docs/delegation.md)
 
 
 def key_headers(key: str | None) -> dict[str, str]:
@@ -431,10 +432,12 @@ class AsyncHubClient:
         )
         return msgspec.convert(resp.json()["event"], Event)
 
-    def _post_headers(self, key: str | None) -> dict[str, str]:
+    def _post_headers(self, key: str | None, cause: str | None = None) -> dict[str, str]:
         headers = key_headers(key)
         if self.fence is not None:
             headers[FENCE_HEADER] = str(self.fence)
+            if cause is not None:  # the hub takes it only beside the Worker's fence
+                headers[CAUSE_HEADER] = cause
         return headers
 
     async def ack(self, cursor: int, fence: int | None = None) -> int:
@@ -496,7 +499,10 @@ class AsyncHubClient:
         in_reply_to: str | None = None,
         reply_kind: str | None = None,
         attachments: list[str] | None = None,
+        cause: str | None = None,
     ) -> PostResult:
+        """Post a message. `cause`: for a Worker, the event its post serves (a Turn's
+        trigger), sent beside its lease's fence (docs/delegation.md "Cause")."""
         body: dict[str, Any] = {"text": text}
         if metadata:
             body["metadata"] = metadata
@@ -510,7 +516,7 @@ class AsyncHubClient:
             "POST",
             f"/v1/rooms/{segment(room_id, 'room id')}/messages",
             json=body,
-            headers=self._post_headers(key),
+            headers=self._post_headers(key, cause),
         )
         return PostResult(
             event=msgspec.convert(resp.json()["event"], Event),
@@ -586,10 +592,11 @@ class AsyncHubClient:
         caption: str = "",
         key: str | None = None,
         mime_type: str = "application/octet-stream",
+        cause: str | None = None,
     ) -> PostResult:
         """Upload from an open file (read from its start): egress checks the descriptor
         it opened, and the bytes come from that same descriptor (§6)."""
-        headers = self._post_headers(key)
+        headers = self._post_headers(key, cause)
         f.seek(0)
         files = {"file": (name, f, mime_type)}
         data = {"text": caption} if caption else None

@@ -38,9 +38,10 @@ from acp import PROTOCOL_VERSION, RequestError, run_agent, text_block, update_ag
 from acp.helpers import resource_link_block
 from acp.schema import InitializeResponse, NewSessionResponse, PromptResponse
 
-from agentpost.connect.acp import EVENT_META
+from agentpost.connect.acp import AGENT_META, EVENT_META
 
 REPLY_KIND_META = "ag2/reply_kind"
+CAUSE_META = "agentpost/cause"  # hub/a2a/wire.py CAUSE_META: the call's cause
 CARD_PATH = "/.well-known/agent-card.json"
 TERMINAL = {
     "TASK_STATE_COMPLETED",
@@ -177,8 +178,13 @@ class A2AAgent:
         message: dict[str, Any] = {
             "messageId": message_id,
             "role": "ROLE_USER",
-            "parts": _parts_of(prompt),
+            "parts": _without_mention(_parts_of(prompt), str(kwargs.get(AGENT_META) or "")),
         }
+        if kwargs.get(EVENT_META):
+            # The call's cause: a hub that this call reaches (this one, or another agentpost)
+            # counts what it wakes against that chain, so the Worker never wakes itself
+            # anew through a remote (docs/delegation.md "Cause").
+            message["metadata"] = {CAUSE_META: message_id}
         if session_id in self.context:
             message["contextId"] = self.context[session_id]
         try:
@@ -292,6 +298,15 @@ class A2AAgent:
         path = folder / name
         path.write_bytes(data)
         return path
+
+
+def _without_mention(parts: list[dict[str, Any]], me: str) -> list[dict[str, Any]]:
+    """The text parts without `@me`, the mention that woke this Worker's own agent: sent on
+    to a remote that posts it in a room, it would wake that agent again."""
+    if not me:
+        return parts
+    mention = re.compile(rf"(?<![\w@])@{re.escape(me)}(?![a-z0-9_-])\s?")
+    return [{**p, "text": mention.sub("", p["text"])} if "text" in p else p for p in parts]
 
 
 def _parts_of(prompt: list[Any]) -> list[dict[str, Any]]:

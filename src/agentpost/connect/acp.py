@@ -51,6 +51,7 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 EVENT_META = "agentpost/event_id"  # a prompt's `_meta`: the id of the event that woke it
+AGENT_META = "agentpost/agent"  # a prompt's `_meta`: the agent member the Worker serves
 
 
 class AgentFailed(Exception):

@@ -131,6 +131,7 @@ class Deliveries:
         reason: str,
         standing: Standing | None = None,
         binding_of: Callable[[str], str | None] = lambda session: None,
+        trigger_of: Callable[[str], str | None] = lambda session: None,
     ) -> None:
         self.ledger = ledger
         self.worker_id = worker_id
@@ -138,6 +139,10 @@ class Deliveries:
         self.admitted = admitted
         self.standing = standing
         self.binding_of = binding_of  # an ACP session id → the binding issued in it
+        # An ACP session id → the event its latest Turn serves: a delivery's cause, which the
+        # hub takes from the Worker's fenced post (docs/delegation.md "Cause").
+        self.trigger_of = trigger_of
+        self._causes: dict[str, str] = {}  # a delivery id in progress → its cause
         # Set when a keyed 2xx came back without the echo: cleared by the next probe.
         self.withdrawn = False
         self.max_upload = max_upload
@@ -172,7 +177,13 @@ class Deliveries:
         self, binding: str, did: str, parts: list[dict[str, Any]], session: str | None
     ) -> dict[str, Any]:
         async with self._one_at_a_time(did):
-            result = await self._decide(binding, did, parts, session)
+            cause = self.trigger_of(session) if session is not None else None
+            if cause is not None:
+                self._causes[did] = cause
+            try:
+                result = await self._decide(binding, did, parts, session)
+            finally:
+                self._causes.pop(did, None)
         log.info("delivery %s under %s: %s %s", did, binding, result["status"], result.get("reason", ""))
         return result
 
@@ -277,7 +288,9 @@ class Deliveries:
             key = keys.part_key(e.worker_id, e.id, index)
             part = e.parts[index]
             try:
-                event_id = await self._post_part(e.room, part, key, export_dir)
+                event_id = await self._post_part(
+                    e.room, part, key, export_dir, self._causes.get(e.id)
+                )
             except EgressRefused as exc:
                 return await self._final(e, REJECTED, {"part": index, "why": str(exc)}, expires)
             except HubRefused as exc:
@@ -316,10 +329,15 @@ class Deliveries:
         return result
 
     async def _post_part(
-        self, room: str, part: dict[str, Any], key: str, export_dir: Path | None
+        self,
+        room: str,
+        part: dict[str, Any],
+        key: str,
+        export_dir: Path | None,
+        cause: str | None = None,
     ) -> str:
         if part["type"] == "text":
-            res = await self.client.post_message(room, part["text"].strip(), key=key)
+            res = await self.client.post_message(room, part["text"].strip(), key=key, cause=cause)
         else:
             if export_dir is None:
                 raise EgressRefused("the binding's export folder is gone")
@@ -328,7 +346,9 @@ class Deliveries:
             opened = EgressRoots([export_dir], self.max_upload).open_path(path)
             mime = mimetypes.guess_type(opened.name)[0] or "application/octet-stream"
             with os.fdopen(opened.fd, "rb") as f:
-                res = await self.client.upload_file(room, f, opened.name, key=key, mime_type=mime)
+                res = await self.client.upload_file(
+                    room, f, opened.name, key=key, mime_type=mime, cause=cause
+                )
         if res.idempotency_status not in ("created", "replayed"):
             # It did post; answer it delivered, and declare no more until a probe succeeds.
             self.enabled, self.withdrawn = False, True

@@ -19,6 +19,7 @@ from typing import Any
 from agentpost.client import AsyncHubClient, Event, HubError, HubRefused, InboxItem
 from agentpost.connect import keys, replies, turns
 from agentpost.connect.acp import (
+    AGENT_META,
     EVENT_META,
     AgentBroken,
     AgentFailed,
@@ -253,13 +254,16 @@ class TurnRunner:
         except AgentFailed as exc:
             return turns.failed(turns.AGENT_UNAVAILABLE, str(exc), None)
         running.session_id = session_id
+        self.agent.triggers[session_id] = ev.id  # what its deliveries serve (§4 "Cause")
         readable = self.workspace.turn_files_path(folder, ev.id)
         collector = turns.TurnCollector(session_id, readable=readable)
         self.agent.listen(session_id, collector.add, collector)
         try:
             links = await self._attachments(ev, folder)
             text = await self._prompt_text(ev)
-            named = {EVENT_META: ev.id}  # names the work (a remote A2A task's messageId)
+            # Names the work (a remote A2A task's messageId, and its cause) and whom it is
+            # for (an A2A bridge never forwards its own agent's mention: docs/a2a.md).
+            named = {EVENT_META: ev.id, AGENT_META: self.settings.me}
             prompt = asyncio.ensure_future(conn.prompt(session_id, text, links, named))
             cancel_wait = asyncio.ensure_future(running.cancel_event.wait())
             try:

@@ -329,6 +329,7 @@ class Worker:
             reason or "",
             self._standing,
             self._binding_of,
+            self.agent.triggers.get,
         )
         if enabled:
             log.info("delivery (_ag2/deliver): enabled (%s)", declaring.ENABLED_BECAUSE)

@@ -73,6 +73,7 @@ def append_event(
     seq: int,
     router_choice: str | None = None,
     delegate: bool = False,
+    trigger: str | None = None,
 ) -> tuple[Event, bytes]:
     """Route, take the next seq, store the event and its inbox rows; wake after commit."""
     # The room's row lock is held already (sendable_room took the seq); routing may lock
@@ -82,7 +83,7 @@ def append_event(
         tx,
         room,
         sender,
-        routing.Message(event_id, text, in_reply_to, reply_kind, delegate),
+        routing.Message(event_id, text, in_reply_to, reply_kind, delegate, trigger),
         router_choice,
     )
     for m in decision.joins:
@@ -103,6 +104,7 @@ def append_event(
         created_at=rfc3339(now_ms()),
         route=decision.route,
         sender_id=sender.id,
+        cause=decision.cause,
     )
     body = _encode(ev)
     events.insert(tx, room.id, seq, ev.id, body, text, sender_id=sender.id)
@@ -162,7 +164,10 @@ def create_message(
     fence: int | None = None,
     token: str | None = None,
     delegate: bool = False,
+    trigger: str | None = None,
 ) -> Created:
+    """`trigger`: the event the post says it serves (hub/routing/cause.py): the Worker's
+    Turn (only with its lease's `fence`) or an agent's call back through a remote."""
     room, seq = sendable_room(tx, room_id, sender, fence, token)
     refuse_secrets(room, normalized["text"])
     replied_to = normalized["in_reply_to"]
@@ -199,12 +204,19 @@ def create_message(
         seq=seq,
         router_choice=router_choice,
         delegate=delegate,
+        trigger=trigger,
     )
     return Created(201, b'{"event":' + body + b"}", room.id, ev.id)
 
 
 def create_media_event(
-    tx: Tx, room_id: str, sender: Member, row: MediaRow, caption: str, fence: int | None = None
+    tx: Tx,
+    room_id: str,
+    sender: Member,
+    row: MediaRow,
+    caption: str,
+    fence: int | None = None,
+    trigger: str | None = None,
 ) -> Created:
     room, seq = sendable_room(tx, room_id, sender, fence)
     refuse_secrets(room, caption)
@@ -230,6 +242,7 @@ def create_media_event(
         in_reply_to=None,
         reply_kind=None,
         seq=seq,
+        trigger=trigger,
     )
     media_json = _encode(
         {
@@ -311,8 +324,8 @@ def write_plain(tx: Tx, posts: list[PlainPost]) -> list[tuple[Answer, list[str]]
         ):
             continue
         if p.sender.kind == "agent":
-            routes[i] = (room, "no_mention")  # an agent's message with no mention (§4)
-        elif room.router in ("none", "sole-agent"):
+            continue  # an agent's event carries its cause (hub/routing/cause.py)
+        if room.router in ("none", "sole-agent"):
             routes[i] = (room, "router_" + room.router)
     sole = (
         rooms.sole_agents(

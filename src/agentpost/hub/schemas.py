@@ -192,6 +192,14 @@ class Reaction(msgspec.Struct):
     members: list[str]
 
 
+class EventCause(msgspec.Struct):
+    """An event's cause: the event its chain began with (`origin`) and the rule that told
+    it (`via`: in_reply_to, trigger, wake_up or start)."""
+
+    origin: str
+    via: str
+
+
 class Event(msgspec.Struct):
     """EVENT (docs/api.md); field order is the order served. The fields after `route`
     say what relations did to it (hub/relations.py decides them); an event stored before
@@ -219,6 +227,9 @@ class Event(msgspec.Struct):
     # The sender's member id (null for a hub notice): who sent it, for every check of
     # identity (DESIGN.md §4 "Identity"); `sender` is the name people read.
     sender_id: str | None = None
+    # Where an agent's event comes from (docs/delegation.md "Cause"): its chain's origin and
+    # how the hub knew it; null for a person's own message (an origin itself) and a notice.
+    cause: EventCause | None = None
 
 
 class RoomOut(msgspec.Struct):

@@ -59,3 +59,74 @@ def claim_depth_notice(db: Db, room_id: str, chain_event: str, notice_event: str
         )
         == 1
     )
+
+
+def spend_origin(db: Db, origin: str, wanted: int, total: int, at: int) -> bool:
+    """Spend `wanted` agent wake-ups of `origin` if they fit its `total`; False when they do
+    not (nothing spent). The origin's row is locked by the update (PostgreSQL's row lock, or
+    SQLite's one write transaction), the last lock a post takes, so posts in two rooms of
+    one chain cannot deadlock and every hub process spends one total."""
+    db.run(
+        "INSERT INTO origin_wakeups (origin, spent, created_at) VALUES (?, 0, ?)"
+        " ON CONFLICT (origin) DO NOTHING",
+        (origin, at),
+    )
+    return (
+        db.run(
+            "UPDATE origin_wakeups SET spent = spent + ? WHERE origin = ? AND spent + ? <= ?",
+            (wanted, origin, wanted, total),
+        )
+        == 1
+    )
+
+
+def claim_origin_notice(db: Db, origin: str, notice_event: str) -> bool:
+    """True for the first post of `origin` refused once its total was spent; the caller
+    posts `notice_event` in the same transaction (one notice per stopped chain)."""
+    return (
+        db.run(
+            "UPDATE origin_wakeups SET notice_event = ? WHERE origin = ? AND notice_event IS NULL",
+            (notice_event, origin),
+        )
+        == 1
+    )
+
+
+def origin_spent(db: Db, origin: str) -> int:
+    row = db.one("SELECT spent FROM origin_wakeups WHERE origin = ?", (origin,))
+    return int(row[0]) if row else 0
+
+
+def latest_wakeup(db: Db, member_id: str) -> bytes | None:
+    """The body of the event that last woke `member_id` (its newest inbox row), if it is
+    still stored."""
+    row = db.one(
+        "SELECT e.body FROM inbox i JOIN events e ON e.room_id = i.room_id AND e.seq = i.seq"
+        " WHERE i.member_id = ? ORDER BY i.cursor DESC LIMIT 1",
+        (member_id,),
+    )
+    return bytes(row[0]) if row else None
+
+
+def woke(db: Db, member_id: str, room_id: str, seq: int) -> bool:
+    """Whether the event at (room_id, seq) woke `member_id` (it has an inbox row for it)."""
+    return (
+        db.one(
+            "SELECT 1 FROM inbox WHERE member_id = ? AND room_id = ? AND seq = ?",
+            (member_id, room_id, seq),
+        )
+        is not None
+    )
+
+
+def woke_agent_of(db: Db, workspace_id: str, room_id: str, seq: int) -> bool:
+    """Whether the event at (room_id, seq) woke an agent member of `workspace_id`."""
+    return (
+        db.one(
+            "SELECT 1 FROM inbox i JOIN members m ON m.id = i.member_id"
+            " WHERE i.room_id = ? AND i.seq = ? AND m.kind = 'agent' AND m.workspace_id = ?"
+            " LIMIT 1",
+            (room_id, seq, workspace_id),
+        )
+        is not None
+    )

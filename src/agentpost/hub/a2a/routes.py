@@ -178,9 +178,15 @@ class _Call:
         }
         if data:
             a2a["data"] = data
+        # An agent's Worker calling through this hub as a person (`connect --a2a`) names the
+        # Turn it serves: the call is that chain's traffic, fenced as the agent's own
+        # (docs/delegation.md "Cause"); a Worker never wakes itself anew through a remote.
+        metadata = dict(message.metadata)
+        named = metadata.pop(wire.CAUSE_META, None)
+        trigger = named if isinstance(named, str) and named else None
         normalized: dict[str, Any] = {
             "text": f"@{agent.name} {text}" if text else f"@{agent.name}",
-            "metadata": {**routing.strip_server_owned(message.metadata), "a2a": a2a},
+            "metadata": {**routing.strip_server_owned(metadata), "a2a": a2a},
             "in_reply_to": None,
             "reply_kind": None,
             "attachments": [],
@@ -203,7 +209,9 @@ class _Call:
                 media.insert(tx, row)
                 ids.append(row.id)
             post = {**normalized, "attachments": ids}
-            return posting.create_message(tx, room.id, caller, post, delegate=True)
+            return posting.create_message(
+                tx, room.id, caller, post, delegate=True, trigger=trigger
+            )
 
         ans = await submit(self.hub, SEND_ROUTE, caller.id, key, fp, create, None, where)
         if ans.status >= 300:  # a recorded refusal (the room's sensitive-data filter)

@@ -16,6 +16,9 @@ from agentpost.core.ids import IDEMPOTENCY_KEY
 
 PROTOCOL_VERSION = "1.0"
 BINDING = "JSONRPC"
+# A message's metadata key naming the event whose Turn made the call (`connect --a2a`):
+# the call's cause (docs/delegation.md "Cause"). Read and removed by the hub.
+CAUSE_META = "agentpost/cause"
 
 # Task states (a2a.proto TaskState) and roles.
 SUBMITTED = "TASK_STATE_SUBMITTED"

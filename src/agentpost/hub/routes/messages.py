@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -34,6 +35,21 @@ log = logging.getLogger("agentpost.hub")
 MESSAGES_ROUTE = "POST /v1/rooms/{room}/messages"
 MEDIA_ROUTE = "POST /v1/rooms/{room}/media"
 CANCEL_ROUTE = "POST /v1/rooms/{room}/cancel"
+# The event a Worker's post serves (its Turn's trigger): docs/delegation.md "Cause".
+CAUSE_HEADER = "Agentpost-Cause"
+_EVENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def trigger_header(raw: str | None) -> str | None:
+    """The `Agentpost-Cause` header: absent, or an event id."""
+    if raw is None:
+        return None
+    text = raw.strip()
+    if _EVENT_ID.fullmatch(text) is None:
+        raise RequestError(
+            Code.INVALID_REQUEST, f"{CAUSE_HEADER} must be an event id", field=CAUSE_HEADER
+        )
+    return text
 
 
 def normalize(body: MessageIn, worker: bool = False) -> dict[str, Any]:
@@ -92,6 +108,7 @@ async def post_message(request: Request) -> Response:
         request.headers.get(idempotency.HEADER),
         lambda cap: read_body(request, cap),
         request.headers.get(leases.FENCE_HEADER),
+        request.headers.get(CAUSE_HEADER),
     )
 
 
@@ -102,6 +119,7 @@ async def message_post(
     key_header: str | None,
     body_of: Callable[[int], Awaitable[bytes]],
     fence_header: str | None = None,
+    cause_header: str | None = None,
 ) -> Response:
     """POST /v1/rooms/{room}/messages from its parts, for the Starlette route and the thin
     ASGI path alike (hub/routes/thin.py): auth, key, body (read only then), post.
@@ -111,7 +129,9 @@ async def message_post(
     is given only after the token is read afresh, so a removed member is refused at once."""
     member, hinted = await auth.poster_of(authorization, hub)
     try:
-        ans = await _message_answer(hub, room_id, member, hinted, key_header, body_of, fence_header)
+        ans = await _message_answer(
+            hub, room_id, member, hinted, key_header, body_of, fence_header, cause_header
+        )
     except AgentpostError:
         if hinted is not None:
             await auth.member_by_hash(hinted, hub)  # a removal or a bad token says so first
@@ -129,9 +149,13 @@ async def _message_answer(
     key_header: str | None,
     body_of: Callable[[int], Awaitable[bytes]],
     fence_header: str | None,
+    cause_header: str | None = None,
 ) -> Answer:
     key = idempotency.check_key(key_header)
     fence = leases.fence_header(fence_header)
+    # The Turn a Worker's post serves (docs/delegation.md "Cause"): taken only from a post
+    # fenced by the Worker's lease, and only if that event woke the agent.
+    trigger = trigger_header(cause_header) if fence is not None else None
     body = decode_json(await body_of(hub.config.max_json_bytes), MessageIn)
     # A fenced post is a Worker's: its notice marks are kept (checked in the transaction).
     normalized = normalize(body, worker=fence is not None and member.kind == "agent")
@@ -161,14 +185,27 @@ async def _message_answer(
 
     def create(tx: Tx) -> Created:
         return posting.create_message(
-            tx, room_id, member, normalized, asked.get("choice"), fence=fence, token=hinted
+            tx,
+            room_id,
+            member,
+            normalized,
+            asked.get("choice"),
+            fence=fence,
+            token=hinted,
+            trigger=trigger,
         )
 
     # A plain keyed post may be written with the batch's other plain posts (issue 14); the
     # writer runs `create` instead for anything `write_plain` declines. A Worker's fenced
     # post is checked against its lease in `create`'s transaction.
     as_data = None
-    if key is not None and fp is not None and fence is None and posting.is_plain(normalized):
+    if (
+        key is not None
+        and fp is not None
+        and fence is None
+        and member.kind != "agent"  # an agent's event carries its cause (routing/cause.py)
+        and posting.is_plain(normalized)
+    ):
         plain = posting.PlainPost(
             key, fp, room_id, member, normalized["text"], normalized["metadata"], hinted
         )
@@ -210,6 +247,7 @@ async def post_media(request: Request) -> Response:
         request.headers.get("content-length"),
         request.stream(),
         request.headers.get(leases.FENCE_HEADER),
+        request.headers.get(CAUSE_HEADER),
     )
 
 
@@ -222,12 +260,14 @@ async def media_post(
     declared: str | None,
     stream: AsyncIterator[bytes],
     fence_header: str | None = None,
+    cause_header: str | None = None,
 ) -> Response:
     """POST /v1/rooms/{room}/media from its parts, for the Starlette route and the thin
     ASGI path alike (hub/routes/thin.py)."""
     member = await auth.member_of(authorization, hub)
     key = idempotency.check_key(key_header)
     fence = leases.fence_header(fence_header)
+    trigger = trigger_header(cause_header) if fence is not None else None
     # Refuse early what would be refused anyway, before streaming a large body to disk.
     await hub.engine.read(lambda db: visible_room(db, room_id, member))
     cap = hub.config.max_upload_bytes
@@ -254,7 +294,9 @@ async def media_post(
     )
 
     def create(tx: Tx) -> Created:
-        return posting.create_media_event(tx, room_id, member, row, upload.caption, fence)
+        return posting.create_media_event(
+            tx, room_id, member, row, upload.caption, fence, trigger=trigger
+        )
 
     return await _post(hub, MEDIA_ROUTE, member.id, key, fp, create, None, room_id)
 

@@ -51,7 +51,7 @@ def post_room(scope: Scope) -> tuple[str, str] | None:
 
 _WANTED = frozenset(
     (b"authorization", b"idempotency-key", b"content-length", b"content-type",
-     b"agentpost-worker-fence")
+     b"agentpost-worker-fence", b"agentpost-cause")
 )
 
 
@@ -87,12 +87,12 @@ async def post(hub: Hub, room_id: str, route: str, scope: Scope, receive: Receiv
         if route == MESSAGES:
             response = await message_post(
                 hub, room_id, authorization, key, lambda cap: receive_body(receive, declared, cap),
-                fence,
+                fence, h.get(b"agentpost-cause"),
             )
         else:
             response = await media_post(
                 hub, room_id, authorization, key, h.get(b"content-type", ""), declared,
-                _chunks(receive), fence,
+                _chunks(receive), fence, h.get(b"agentpost-cause"),
             )
     except AgentpostError as exc:
         response = error_response(exc)

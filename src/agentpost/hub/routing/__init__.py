@@ -13,8 +13,11 @@ Every result passes the target gate: live members only; for an agent sender, cur
 participants only; agents a human targets are added to the room.
 Then "a person who asks is told": an agent's message in reply to a live person's message
 wakes that person, once per (E, replier), in every mode (answers.py).
-An agent's message then passes the two fences (fences.py): its delegation depth against the
-room's `max_delegation_depth`, and its wake-ups against the room's wake budget.
+An agent's message (and a person's call that comes back from an agent's Worker through a
+remote) carries its cause (cause.py): the chain's origin and the event it descends from.
+It then passes the fences (fences.py): its delegation depth against the room's
+`max_delegation_depth`, its wake-ups against the origin's total, and against the room's
+wake budget.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentpost.hub.routing import answers, fences, receipts
+from agentpost.hub.routing import answers, cause, fences, receipts
+from agentpost.hub.schemas import EventCause
 from agentpost.store import members, rooms
 from agentpost.store.engine import Tx
 from agentpost.store.models import Member, Room
@@ -64,6 +68,7 @@ class Decision:
     joins: list[Member] = field(default_factory=list)
     mentions: list[Member] = field(default_factory=list)
     notices: list[fences.Notice] = field(default_factory=list)
+    cause: EventCause | None = None  # an agent-caused event's cause (cause.py)
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,10 @@ class Message:
     # An A2A `SendMessage` (hub/a2a): a delegation to the agents it names, whoever sends it,
     # so a person's call is marked too and its answer is a receipt (§14).
     delegate: bool = False
+    # The event the post says it serves: the trigger of the Worker's Turn (taken from a
+    # post fenced by the Worker's lease) or of an agent's A2A call that comes back as a
+    # person's (hub/a2a). Taken only if that event woke the sender (cause.py).
+    trigger: str | None = None
 
 
 def strip_server_owned(metadata: dict[str, Any], worker: bool = False) -> dict[str, Any]:
@@ -141,13 +150,39 @@ def _decide(
     if is_stop(msg.text):
         return _stop(tx, room, sender, mentioned)
     if sender.kind == "agent":
+        found = cause.derive(tx, sender, msg.event_id, msg.in_reply_to, msg.trigger, room.id)
         decision = _from_agent(tx, room, sender, msg, mentioned)
-        decision = fences.fence_depth(tx, room, sender, msg, decision)
-        decision = answers.tell_asker(tx, room, sender, msg, decision)
-        return fences.fence_budget(tx, room, sender, msg, decision)
+        return _fenced(tx, room, sender, msg, found, answers.tell_asker, decision)
     decision = _from_human(tx, room, sender, mentioned, router_choice)
     if msg.delegate:
         decision.marks = {**decision.marks, **delegation_marks(sender, decision.targets)}
+    if msg.trigger is not None:
+        # A person's post an agent's Worker made through a remote (an A2A bridge with the
+        # person's token): it is agent traffic of that chain, fenced like the agent's own.
+        parent = cause.claimed(tx, sender, msg.trigger)
+        if parent is not None:
+            found = cause.Cause(cause.origin_of(parent), parent, cause.TRIGGER)
+            decision.mentions = [m for m in decision.targets if m.kind == "agent"]
+            return _fenced(tx, room, sender, msg, found, None, decision)
+    return decision
+
+
+def _fenced(
+    tx: Tx,
+    room: Room,
+    sender: Member,
+    msg: Message,
+    found: cause.Cause,
+    tell: Any,
+    decision: Decision,
+) -> Decision:
+    """The fences an agent-caused event passes, in order, and its cause stamped."""
+    decision = fences.fence_depth(tx, room, sender, msg, decision, found.parent)
+    if tell is not None:
+        decision = tell(tx, room, sender, msg, decision)
+    decision = fences.fence_origin(tx, sender, msg, decision, found.origin)
+    decision = fences.fence_budget(tx, room, sender, msg, decision)
+    decision.cause = found.served()
     return decision
 
 

@@ -37,9 +37,14 @@ if TYPE_CHECKING:
 DEPTH = "delegation_depth"
 DEPTH_LIMIT = "depth_limit"
 WAKE_BUDGET = "wake_budget"
+ORIGIN_LIMIT = "origin_limit"
 NOTICE_SENDER = "agentpost"
 # The budget's window; a test shortens it so that it need not wait a minute.
 WINDOW_ENV = "AGENTPOST_WAKE_WINDOW_SECONDS"
+# The agent wake-ups one origin may cause, over every path and room (docs/delegation.md
+# "Cause"); a hub setting, read at each post so a test or an operator may change it.
+ORIGIN_ENV = "AGENTPOST_ORIGIN_WAKEUPS"
+DEFAULT_ORIGIN_WAKEUPS = 24
 MAX_DEPTH_LIMIT = 100
 MAX_WAKEUPS_LIMIT = 100_000
 
@@ -58,12 +63,15 @@ def depth_of(ev: Event | None) -> int:
     return found if isinstance(found, int) and not isinstance(found, bool) and found > 0 else 0
 
 
-def fence_depth(tx: Tx, room: Room, sender: Member, msg: Message, decision: Decision) -> Decision:
-    """Stamp the depth; past the room's limit, withhold what the agent's mentions woke."""
+def fence_depth(
+    tx: Tx, room: Room, sender: Member, msg: Message, decision: Decision, parent: Event | None
+) -> Decision:
+    """Stamp the depth, one deeper than `parent` (the event this one descends from: its
+    cause, hub/routing/cause.py) for a delegation; past the room's limit, withhold what the
+    agent's mentions woke."""
     delegating = bool(decision.marks.get("delegated_to"))
     if not (decision.targets or delegating):
-        return decision  # wakes no one: no depth to carry, no event to read
-    parent = _event(tx, room, msg.in_reply_to)
+        return decision  # wakes no one: no depth to carry
     depth = depth_of(parent) + (1 if delegating else 0)
     if depth == 0:
         return decision
@@ -87,6 +95,48 @@ def fence_depth(tx: Tx, room: Room, sender: Member, msg: Message, decision: Deci
     if store.claim_depth_notice(tx, room.id, chain, notice.id):
         decision.notices.append(notice)
     return decision
+
+
+def fence_origin(
+    tx: Tx, sender: Member, msg: Message, decision: Decision, origin: str
+) -> Decision:
+    """Spend the origin's total (docs/delegation.md "Cause"): the agent wake-ups one
+    person's message (or one unprompted start) may cause, over every path and room, never
+    refilled by time. Once spent, the agent's mentions of agents wake no one (route
+    `origin_limit`) and the chain gets one notice, in the room where it was stopped."""
+    mentioned = {m.id for m in decision.mentions if m.kind == "agent"}
+    fenced = sum(1 for m in decision.targets if m.id in mentioned)
+    if fenced == 0:
+        return decision
+    total = origin_wakeups()
+    if store.spend_origin(tx, origin, fenced, total, now_ms()):
+        return decision
+    _withhold(decision, ORIGIN_LIMIT)
+    notice = Notice(
+        new_id("ev"),
+        f"Chain stopped: the message this chain began with has caused {total} agent "
+        f"wake-ups already, all this hub allows one message, so {sender.name}'s mentions "
+        "woke no one. Agents in this chain will not wake each other again; a person can "
+        "start anew.",
+        {
+            "agentpost/notice": ORIGIN_LIMIT,
+            "stopped_event": msg.event_id,
+            "origin": origin,
+            "origin_wakeups": total,
+        },
+    )
+    if store.claim_origin_notice(tx, origin, notice.id):
+        decision.notices.append(notice)
+    return decision
+
+
+def origin_wakeups() -> int:
+    raw = os.environ.get(ORIGIN_ENV, "")
+    try:
+        found = int(raw) if raw else DEFAULT_ORIGIN_WAKEUPS
+    except ValueError:
+        found = DEFAULT_ORIGIN_WAKEUPS
+    return found if found >= 0 else DEFAULT_ORIGIN_WAKEUPS
 
 
 def fence_budget(tx: Tx, room: Room, sender: Member, msg: Message, decision: Decision) -> Decision:
