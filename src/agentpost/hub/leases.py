@@ -4,9 +4,12 @@ the Worker lease in one place.
 - `take`: a Worker takes the lease at start. It gets it when nobody holds it, when the last
   holder released it or let it lapse (no renewal for the lease's seconds), when it asks to
   take over (`--takeover`), or when the last holder is an earlier run of the same Worker
-  (same worker id and host: a Worker restarted after a crash does not wait for its own
-  lease). Every new holder gets the next fencing number. Otherwise: 409 `lease_held`,
-  naming the holder's host, pid and since when.
+  (same worker id and host, and the fence it last held: a Worker restarted after a crash
+  does not wait for its own lease). The hub cannot see a Worker's processes: the Worker
+  names its last fence only once it has seen, on its own host, that the process which
+  held it (pid and start time, kept in its folder) is gone, so a copy of a live Worker's
+  folder waits like any other (connect/lease.py). Every new holder gets the next fencing
+  number. Otherwise: 409 `lease_held`, naming the holder's host, pid and since when.
 - `renew`: the holder with the current fence pushes the lapse time out; an older fence is
   409 `lease_lost` (another Worker took over). A lapsed lease nobody took is renewed: no
   other Worker acted under a newer fence meanwhile.
