@@ -165,6 +165,17 @@ class WorkerLease:
                 if not told:
                     told = True
                     h = self.holder or {}
+                    if h.get("pid") == 0:  # the hub's AG2 task queue (hub/leases.py)
+                        log.warning(
+                            "standby: an AG2 Worker polls /ag2 with this agent's token and "
+                            "serves it (since %s); one lease serves an agent across profiles, "
+                            "so this one takes over a lease lapse after that poller stops",
+                            h.get("since"),
+                        )
+                        if on_standby is not None:
+                            on_standby()
+                        await asyncio.sleep(self._standby_poll())
+                        continue
                     log.warning(
                         "standby: another Worker serves this agent (host %s, pid %s, since %s); "
                         "this one takes over when that lease lapses, or start it with "

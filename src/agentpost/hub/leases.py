@@ -16,6 +16,10 @@ the Worker lease in one place.
 - `release`: the holder lets it go at stop, so a standby takes over at once.
 - `check_fence`: inbox acks and posts that carry a fence (the Worker's do) are refused with
   409 `lease_lost` unless it is the member's current one.
+- `hold_for_queue`: one lease per agent member across profiles (DESIGN.md §6): the AG2 task
+  queue (`/ag2`) holds the same lease for its poller, taken or renewed at every poll, so
+  while a `connect` Worker (or `connect --a2a`) holds it the queue serves nothing, and
+  while a poller polls a Worker waits as a standby naming the queue as the holder.
 """
 
 from __future__ import annotations
@@ -37,10 +41,16 @@ _FENCE = re.compile(r"[1-9][0-9]{0,17}")  # ASCII digits only (str.isdigit takes
 
 class LeaseHeld(RequestError):
     def __init__(self, holder: Lease) -> None:
+        who = (
+            f"the AG2 relay profile serves this agent (an /ag2 task poller polls with its "
+            f"token), since {rfc3339(holder.since)}"
+            if holder.worker_id == QUEUE_WORKER_ID
+            else f"another Worker serves this agent: host {holder.host!r}, pid {holder.pid}, "
+            f"since {rfc3339(holder.since)}"
+        )
         super().__init__(
             Code.LEASE_HELD,
-            f"another Worker serves this agent: host {holder.host!r}, pid {holder.pid}, "
-            f"since {rfc3339(holder.since)}",
+            who,
             holder=msgspec.to_builtins(holder_out(holder)),
         )
 
@@ -117,6 +127,41 @@ def take(
     )
     leases.put(tx, new)
     return new, replaced
+
+
+# The lease the AG2 task queue holds for its poller: no Worker's id (32 hex digits), so a
+# Worker never mistakes it for its own earlier run.
+QUEUE_WORKER_ID = "ag2-queue"
+QUEUE_HOST = "the AG2 relay profile (/ag2 task polls)"
+
+
+def hold_for_queue(tx: Tx, member: Member, lease_ms: int) -> Lease | None:
+    """The member's lease for a poll of its AG2 task queue: renewed when the queue holds
+    it, taken when nobody holds it live; None while another holder (a `connect` Worker)
+    holds it, and the poll then serves nothing (agent-connect reads an empty poll as
+    "not now" and polls again)."""
+    now = now_ms()
+    leases.ensure_row(tx, member.id, now)
+    old = leases.lock(tx, member.id)
+    assert old is not None
+    if old.worker_id == QUEUE_WORKER_ID and live(old, now):
+        leases.renew(tx, member.id, now, now + lease_ms)
+        return msgspec.structs.replace(old, renewed_at=now, expires_at=now + lease_ms)
+    if live(old, now):
+        return None
+    new = Lease(
+        member_id=member.id,
+        fence=old.fence + 1,
+        worker_id=QUEUE_WORKER_ID,
+        host=QUEUE_HOST,
+        pid=0,
+        since=now,
+        renewed_at=now,
+        expires_at=now + lease_ms,
+        released=False,
+    )
+    leases.put(tx, new)
+    return new
 
 
 def renew(tx: Tx, member: Member, fence: int, lease_ms: int) -> Lease:

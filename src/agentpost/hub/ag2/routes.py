@@ -23,7 +23,7 @@ from starlette.routing import Route
 from agentpost.core.clock import now_ms
 from agentpost.core.errors import AgentpostError, AuthError, Code, RequestError
 from agentpost.core.ids import new_id
-from agentpost.hub import auth, idempotency, posting, relations
+from agentpost.hub import auth, idempotency, leases, posting, relations
 from agentpost.hub.ag2 import answers, tasks, wire
 from agentpost.hub.decode import decode_json, read_body
 from agentpost.hub.errors import json_response
@@ -71,6 +71,9 @@ async def get_tasks(request: Request) -> Response:
     lease_ms = int(hub.config.ag2_lease_seconds * 1000)
     # A poll that waits answers well inside its leases, so polling keeps them alive.
     wait_s = min(float_param(request, "wait", 0.0, MAX_WAIT), hub.config.ag2_lease_seconds / 2)
+    # The shared lease outlives this poll's wait, so a poller that polls again at once
+    # keeps it; one that stops lets a Worker take over a Worker's lapse later.
+    held_ms = int(hub.config.worker_lease_seconds * 1000 + wait_s * 1000)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
     first = True
@@ -78,6 +81,10 @@ async def get_tasks(request: Request) -> Response:
         woken = hub.notifier.event(inbox_key(member.id))
 
         def run(tx: Tx, extend: bool = first) -> tuple[list[tasks.Served], int | None]:
+            # One lease per agent member across profiles (hub/leases.py): while a
+            # `connect` Worker holds it, the queue takes nothing in and serves nothing.
+            if leases.hold_for_queue(tx, member, held_ms) is None:
+                return [], None
             served = tasks.poll(tx, member, now_ms(), lease_ms, extend)
             return served, tasks.next_expiry(tx, member)
 
