@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -284,6 +286,66 @@ def _keeper(*agent: str) -> subprocess.CompletedProcess[str]:
     keeper = Path(agentpost.__file__).parent / "connect" / "keeper.py"
     argv = [sys.executable, "-S", str(keeper), "--worker", str(os.getpid()), "--", *agent]
     return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+
+def _lines(sock: socket.socket, want: int) -> list[str]:
+    """The next `want` lines the keeper wrote on the fence (its end is blocking)."""
+    sock.settimeout(20)
+    data = b""
+    while data.count(b"\n") < want:
+        got = sock.recv(4096)
+        assert got, "the keeper closed the fence"
+        data += got
+    return data.decode().splitlines()
+
+
+def test_the_keeper_stops_everything_when_its_deadline_passes_and_resumes_on_a_later_one(
+) -> None:
+    """The fence alone, without a Worker: `until T` in the past stops the agent and a tool
+    that left the group with setsid (SIGSTOP); a later T resumes them; a stop of a stopped
+    group ends it at once (no grace in which it would work on)."""
+    keeper = Path(agentpost.__file__).parent / "connect" / "keeper.py"
+    ours, theirs = socket.socketpair()
+    agent = [
+        sys.executable, "-c",
+        "import subprocess, time; c = subprocess.Popen(['setsid', 'sleep', '600']); "
+        "print(c.pid, flush=True); time.sleep(600)",
+    ]
+    argv = [sys.executable, "-S", str(keeper), "--worker", str(os.getpid()),
+            "--fence", str(theirs.fileno()), "--", *agent]
+    proc = subprocess.Popen(argv, pass_fds=[theirs.fileno()], stdout=subprocess.PIPE,
+                            start_new_session=True)
+    theirs.close()
+    try:
+        said = _lines(ours, 1)[0].split()
+        assert said[0] == "agent"
+        pid = int(said[1])
+        assert proc.stdout is not None
+        tool = int(proc.stdout.readline())
+        assert (_stat(tool) or [""])[0] in ("S", "R")
+        assert "--fence" not in Path(f"/proc/{pid}/cmdline").read_text()
+        assert not [f for f in Path(f"/proc/{pid}/fd").iterdir()
+                    if "socket" in os.readlink(f)]  # the agent never holds the fence
+        ours.send(f"until {time.monotonic() + 0.3!r}\n".encode())
+        assert _lines(ours, 1)[0].startswith("stopped ")
+        wait_for(lambda: all((_stat(p) or [""])[0] == "T" for p in (pid, tool)), timeout=10)
+        ours.send(f"until {time.monotonic() + 600!r}\n".encode())
+        assert _lines(ours, 1) == ["resumed"]
+        wait_for(lambda: all((_stat(p) or ["T"])[0] != "T" for p in (pid, tool)), timeout=10)
+        ours.send(f"until {time.monotonic()!r}\n".encode())
+        assert _lines(ours, 1)[0].startswith("stopped ")
+        started = time.monotonic()
+        proc.terminate()
+        assert proc.wait(20) == -signal.SIGKILL  # the agent's status: SIGKILLed, no SIGTERM
+        assert time.monotonic() - started < 1.5  # and no 2 s grace for a stopped group
+        assert not _alive(pid) and not _alive(tool)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        ours.close()
 
 
 def test_the_keeper_passes_on_the_agents_status_and_signals_as_a_direct_spawn() -> None:

@@ -24,6 +24,7 @@ time, not only by death").
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -272,6 +273,7 @@ class WorkerLease:
             log.warning("lease not released (%s); it lapses by itself", exc)
 
 
+@functools.cache  # read once: a bad value is said once, not at every renewal
 def fence_margin(lease_seconds: float) -> float:
     """Seconds before the lease could lapse at which the keeper stops the agent."""
     default = lease_seconds / 6
