@@ -356,6 +356,14 @@ WORKER_FENCE = {
     "description": 'a Worker\'s lease fence (docs/connect.md "One Worker per agent"): a post'
     " naming a fence that is no longer the agent's lease is 409 `lease_lost`",
 }
+CAUSE = {
+    "name": "Agentpost-Cause",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+    "description": 'the event a Worker\'s post serves, its Turn\'s trigger (docs/delegation.md'
+    ' "Cause"): taken only beside the Worker\'s lease fence, for an event that woke the agent',
+}
 IDEMPOTENCY_STATUS = {
     idempotency.STATUS_HEADER: {
         "description": "with an Idempotency-Key: `created` first, `replayed` after",
@@ -475,7 +483,7 @@ def _operations() -> dict[str, dict[str, Any]]:
         (201, {**_json("MediaPosted"), "headers": IDEMPOTENCY_STATUS}),
         [*BODY, *POST, Code.LEASE_LOST],
         security=MEMBER,
-        params=[ROOM_ID, IDEMPOTENCY_KEY, WORKER_FENCE],
+        params=[ROOM_ID, IDEMPOTENCY_KEY, WORKER_FENCE, CAUSE],
     )
     post_media["requestBody"] = media_body
     post_message = _op(
@@ -483,7 +491,7 @@ def _operations() -> dict[str, dict[str, Any]]:
         (201, {**_json("EventPosted"), "headers": IDEMPOTENCY_STATUS}),
         [*BODY, *POST, Code.LEASE_LOST],
         security=MEMBER,
-        params=[ROOM_ID, IDEMPOTENCY_KEY, WORKER_FENCE],
+        params=[ROOM_ID, IDEMPOTENCY_KEY, WORKER_FENCE, CAUSE],
         body="MessageIn",
     )
     # A refusal for content is recorded under the key and replayed with its status (§3).
