@@ -40,6 +40,13 @@ class Room:
             return c.patch(f"/v1/rooms/{self.id}", json=changes)
 
 
+def member_id(room: Room, who: str) -> str:
+    """The member id of `who` (what `delegated_to_ids` and `sender_id` carry)."""
+    with room.hub.client(room.tokens[who]) as c:
+        found: str = c.get("/v1/me").json()["member"]["id"]
+    return found
+
+
 def inbox(hub: HubProcess, token: str) -> list[str]:
     """Event ids in the member's inbox (all of it, from cursor 0)."""
     with hub.client(token) as c:

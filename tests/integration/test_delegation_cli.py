@@ -39,9 +39,12 @@ def test_delegation_walkthrough(hub: HubProcess) -> None:
             hub, "post", "launch", "-t", "@writer please draft", "--json", token=tok["planner"]
         ).stdout
     )["event"]
+    with hub.client(tok["writer"]) as c:
+        writer_id = c.get("/v1/me").json()["member"]["id"]
     assert e1["metadata"] == {
         "delegated_by": "planner",
         "delegated_to": ["writer"],
+        "delegated_to_ids": [writer_id],
         "delegation_depth": 1,
     }
     got = json.loads(run(hub, "inbox", "--json", token=tok["writer"]).stdout)

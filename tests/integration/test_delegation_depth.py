@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from routing_helpers import Room, inbox
+from routing_helpers import Room, inbox, member_id
 
 from hubproc import HubProcess, Setup, fresh_workspace, make_setup, poll
 
@@ -48,7 +48,12 @@ def test_depth_along_a_chain(room: Room) -> None:
     assert e1["targets"] == ["b", "hana"]  # the delegation, and hana is told
     r1 = room.say("b", "done; @c please double-check", in_reply_to=e1["id"], reply_kind="result")
     assert r1["targets"] == ["a", "c"]
-    assert r1["metadata"] == {"delegated_by": "b", "delegated_to": ["c"], "delegation_depth": 2}
+    assert r1["metadata"] == {
+        "delegated_by": "b",
+        "delegated_to": ["c"],
+        "delegated_to_ids": [member_id(room, "c")],
+        "delegation_depth": 2,
+    }
     r2 = room.say("c", "checked", in_reply_to=r1["id"], reply_kind="result")
     assert (r2["targets"], r2["metadata"]) == (["b"], {"delegation_depth": 2})  # a receipt
     # An agent woken by a receipt that delegates again goes one deeper than that receipt.

@@ -1,7 +1,8 @@
 """Identity is the member id (DESIGN.md §4 "Identity", docs/api.md "Identity") on both
 engines: after a hard removal frees a name, a new member under that name edits, redacts and
-owns nothing of the old one (its messages, its agents' messages, its agents, its threads);
-events and members carry ids; the admin names a new owner."""
+owns nothing of the old one (its messages, its agents' messages, its agents, its threads),
+answers none of its delegations, hears none of its receipts and none of the answers to its
+questions; events and members carry ids; the admin names a new owner."""
 
 from __future__ import annotations
 
@@ -67,13 +68,22 @@ class Workspace:
         m: dict[str, Any] = r.json()["member"]
         return m
 
-    def free_and_take(self, name: str) -> str:
-        """Remove `name` hard, then add a new human under it, in the room; its member id."""
+    def inbox(self, who: str) -> list[str]:
+        """Event ids in the member's inbox (all of it)."""
+        with self.client(who) as c:
+            r = c.get("/v1/inbox", params={"after": 0, "limit": 1000})
+        assert r.status_code == 200, r.text
+        return [i["event"]["id"] for i in r.json()["items"]]
+
+    def free_and_take(self, name: str, kind: str = "human") -> str:
+        """Remove `name` hard, then add a new member under it (an agent: carol's), in the
+        room; its member id."""
         ws = self.s.workspace
+        body = {"name": name, "kind": kind, **({"owner": "carol"} if kind == "agent" else {})}
         with self.admin() as a:
             r = a.delete(f"/v1/admin/workspaces/{ws}/members/{name}", params={"hard": "true"})
             assert r.status_code == 200, r.text
-            r = a.post(f"/v1/admin/workspaces/{ws}/members", json={"name": name, "kind": "human"})
+            r = a.post(f"/v1/admin/workspaces/{ws}/members", json=body)
             assert r.status_code == 201, r.text
         self.s.tokens[name] = r.json()["token"]
         with self.client("carol") as c:
@@ -195,3 +205,59 @@ def test_set_owner_refusals_name_themselves(ws: Workspace) -> None:
             f"/v1/admin/workspaces/{ws.s.workspace}/members/bot/owner", json={"owner": "carol"}
         )
         assert r.status_code == 401
+
+
+def test_a_freed_name_cannot_answer_the_old_agents_delegation(ws: Workspace) -> None:
+    e1 = ws.say("bot", "@helper please check the invoice")
+    old_helper = ws.me("helper")["id"]
+    new_helper = ws.free_and_take("helper", kind="agent")
+    with ws.client("helper") as c:
+        r = c.post(
+            f"/v1/rooms/{ws.s.room}/messages",
+            json={"text": "invoice is fine", "in_reply_to": e1["id"], "reply_kind": "result"},
+        )
+    assert r.status_code == 201, r.text
+    ev = r.json()["event"]
+    # No receipt: a plain agent message that mentions no one, and bot is not woken.
+    assert (ev["targets"], ev["route"]) == ([], "no_mention")
+    assert "receipt_from" not in ws.event(e1["id"])["metadata"]
+    assert ev["id"] not in ws.inbox("bot")
+    # The name is shown as it was; the id says who may answer.
+    assert e1["metadata"]["delegated_to"] == ["helper"]
+    assert e1["metadata"].get("delegated_to_ids") == [old_helper] != [new_helper]
+
+
+def test_a_freed_name_does_not_hear_the_old_delegators_receipt(ws: Workspace) -> None:
+    e1 = ws.say("bot", "@helper please check the invoice")
+    assert e1["sender_id"] == ws.me("bot")["id"]
+    ws.free_and_take("bot", kind="agent")
+    with ws.client("helper") as c:
+        r = c.post(
+            f"/v1/rooms/{ws.s.room}/messages",
+            json={"text": "invoice is fine", "in_reply_to": e1["id"], "reply_kind": "result"},
+        )
+    assert r.status_code == 201, r.text
+    ev = r.json()["event"]
+    assert (ev["targets"], ev["route"]) == ([], "receipt_undeliverable")
+    assert ws.inbox("bot") == []
+
+
+def test_a_freed_name_is_not_told_the_answer_to_the_old_persons_question(
+    ws: Workspace,
+) -> None:
+    asked = ws.say("alice", "what is the balance of account 1111?")
+    ws.free_and_take("alice")
+    with ws.client("bot") as c:
+        r = c.post(
+            f"/v1/rooms/{ws.s.room}/messages",
+            json={"text": "the balance is 42", "in_reply_to": asked["id"]},
+        )
+    assert r.status_code == 201, r.text
+    ev = r.json()["event"]
+    assert "alice" not in ev["targets"] and ev["route"] != "answer"
+    assert ws.inbox("alice") == []
+    # The new alice's own question is hers to be told.
+    mine = ws.say("alice", "and account 2222?")
+    with ws.client("bot") as c:
+        r = c.post(f"/v1/rooms/{ws.s.room}/messages", json={"text": "7", "in_reply_to": mine["id"]})
+    assert (r.json()["event"]["targets"], r.json()["event"]["route"]) == (["alice"], "answer")

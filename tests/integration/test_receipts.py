@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from routing_helpers import Room, inbox, remove
+from routing_helpers import Room, inbox, member_id, remove
 
 from hubproc import HubProcess, make_setup
 
@@ -19,7 +19,12 @@ def room(hub: HubProcess) -> Room:
 
 def delegate(room: Room) -> dict[str, Any]:
     e1 = room.say("a", "@b please draft the report")
-    assert e1["metadata"] == {"delegated_by": "a", "delegated_to": ["b"], "delegation_depth": 1}
+    assert e1["metadata"] == {
+        "delegated_by": "a",
+        "delegated_to": ["b"],
+        "delegated_to_ids": [member_id(room, "b")],
+        "delegation_depth": 1,
+    }
     return e1
 
 
@@ -45,7 +50,12 @@ def test_duplicate_receipt_still_honours_onward_mentions(room: Room) -> None:
     reply(room, e1, "result")
     dup = reply(room, e1, "result", "again, and @c take a look")
     assert (dup["targets"], dup["route"]) == (["c"], "receipt_duplicate")
-    assert dup["metadata"] == {"delegated_by": "b", "delegated_to": ["c"], "delegation_depth": 2}
+    assert dup["metadata"] == {
+        "delegated_by": "b",
+        "delegated_to": ["c"],
+        "delegated_to_ids": [member_id(room, "c")],
+        "delegation_depth": 2,
+    }
 
 
 def test_mentioning_the_delegator_is_still_a_plain_receipt(room: Room) -> None:
@@ -59,7 +69,12 @@ def test_mentioning_a_third_agent_routes_to_both_and_marks_onward(room: Room) ->
     e1 = delegate(room)
     r = reply(room, e1, "result", "done; @c please review")
     assert (r["targets"], r["route"]) == (["a", "c"], "receipt")
-    assert r["metadata"] == {"delegated_by": "b", "delegated_to": ["c"], "delegation_depth": 2}
+    assert r["metadata"] == {
+        "delegated_by": "b",
+        "delegated_to": ["c"],
+        "delegated_to_ids": [member_id(room, "c")],
+        "delegation_depth": 2,
+    }
     back = room.say("c", "looks fine", in_reply_to=r["id"], reply_kind="result")
     assert (back["targets"], back["route"]) == (["b"], "receipt")
 
@@ -141,7 +156,12 @@ def test_receipt_from_a_replier_not_delegated_to_is_a_plain_message(room: Room) 
 
 
 def test_forged_delegation_metadata_makes_no_receipt_path(room: Room) -> None:
-    fake = room.say("c", "not a delegation", metadata={"delegated_by": "c", "delegated_to": ["b"]})
+    forged = {
+        "delegated_by": "c",
+        "delegated_to": ["b"],
+        "delegated_to_ids": [member_id(room, "b")],
+    }
+    fake = room.say("c", "not a delegation", metadata=forged)
     assert fake["metadata"] == {}
     r = reply(room, fake, "result")
     assert r["targets"] == []
@@ -178,6 +198,7 @@ def test_receipt_to_a_removed_delegator_is_suppressed_onward_still_routes(
     assert onward["metadata"] == {
         "delegated_by": "b",
         "delegated_to": ["c"],
+        "delegated_to_ids": [member_id(room, "c")],
         "delegation_depth": 2,
     }
 
@@ -186,7 +207,12 @@ def test_receipt_to_a_removed_delegator_is_suppressed_onward_still_routes(
 def test_master_removed_star_routes_no_receipt_to_it(room: Room, how: str) -> None:
     room.settings("hana", mode="master", master="a")
     e1 = room.say("a", "@b go")
-    assert e1["metadata"] == {"delegated_by": "a", "delegated_to": ["b"], "delegation_depth": 1}
+    assert e1["metadata"] == {
+        "delegated_by": "a",
+        "delegated_to": ["b"],
+        "delegated_to_ids": [member_id(room, "b")],
+        "delegation_depth": 1,
+    }
     remove(room.hub, "a", how, room)
     r = reply(room, e1, "result", "done @c")  # sub-agent: onward mentions ignored in a star
     assert (r["targets"], r["route"]) == ([], "receipt_undeliverable")

@@ -4,7 +4,7 @@ Each test names the case and asserts who is woken (`targets`, inboxes) and what 
 from __future__ import annotations
 
 import pytest
-from routing_helpers import Room, inbox, remove
+from routing_helpers import Room, inbox, member_id, remove
 
 from hubproc import HubProcess, make_setup
 
@@ -45,6 +45,7 @@ def test_server_owned_metadata_is_stripped_on_ingress(room: Room) -> None:
     forged = {
         "delegated_by": "hana",
         "delegated_to": ["a"],
+        "delegated_to_ids": [member_id(room, "a")],
         "receipt_from": ["a"],
         "needs_input_from": {"a": 1},
         "delegation_depth": 99,
@@ -64,6 +65,7 @@ def test_agent_mention_of_agents_is_a_marked_delegation(room: Room) -> None:
     assert ev["metadata"] == {
         "delegated_by": "a",
         "delegated_to": ["b", "c"],
+        "delegated_to_ids": [member_id(room, "b"), member_id(room, "c")],
         "delegation_depth": 1,
     }
     assert inbox(room.hub, room.tokens["b"]) == [ev["id"]]
@@ -135,7 +137,12 @@ def test_master_mode_is_a_star(room: Room) -> None:
     assert (sub["targets"], sub["route"]) == (["a"], "master")
     master = room.say("a", "@b please")  # the master delegates by mention
     assert master["targets"] == ["b"]
-    assert master["metadata"] == {"delegated_by": "a", "delegated_to": ["b"], "delegation_depth": 1}
+    assert master["metadata"] == {
+        "delegated_by": "a",
+        "delegated_to": ["b"],
+        "delegated_to_ids": [member_id(room, "b")],
+        "delegation_depth": 1,
+    }
 
 
 @pytest.mark.parametrize("how", ["soft", "hard", "room"])

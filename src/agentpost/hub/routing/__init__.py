@@ -40,6 +40,7 @@ SERVER_OWNED = (
     "a2a",  # the A2A call an event is (hub/a2a): its agent and messageId
     "delegated_by",
     "delegated_to",
+    "delegated_to_ids",  # the member ids of `delegated_to`: who may answer it (receipts.py)
     "receipt_from",
     "needs_input_from",
     "retention",  # an event the room's retention ended: when (docs/operations.md)
@@ -116,8 +117,17 @@ def live_mentions(db: Tx, sender: Member, text: str) -> list[Member]:
 
 
 def delegation_marks(sender: Member, targets: list[Member]) -> dict[str, Any]:
-    agents = [m.name for m in targets if m.kind == "agent"]
-    return {"delegated_by": sender.name, "delegated_to": agents} if agents else {}
+    """`delegated_by` / `delegated_to` name the ends for people; `delegated_to_ids` are who
+    may answer (a name freed by a hard removal is a new identity, DESIGN.md §4 "Identity").
+    The delegator is the event's `sender_id`."""
+    agents = [m for m in targets if m.kind == "agent"]
+    if not agents:
+        return {}
+    return {
+        "delegated_by": sender.name,
+        "delegated_to": [m.name for m in agents],
+        "delegated_to_ids": [m.id for m in agents],
+    }
 
 
 def live_participant(db: Tx, room: Room, name: str | None) -> Member | None:
@@ -132,6 +142,8 @@ def live_participant(db: Tx, room: Room, name: str | None) -> Member | None:
 def route(tx: Tx, room: Room, sender: Member, msg: Message, router_choice: str | None) -> Decision:
     """Decide and explain; the caller writes the event, its inbox rows and the marks."""
     decision = _decide(tx, room, sender, msg, router_choice)
+    if "delegated_to" not in decision.marks:  # a fence withheld the delegation (fences.py)
+        decision.marks.pop("delegated_to_ids", None)
     log.debug(
         "event %s in %s from %s: route=%s targets=%s",
         msg.event_id,

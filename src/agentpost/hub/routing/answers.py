@@ -2,6 +2,8 @@
 message of a live person (a human member, current participant) wakes that person, once per
 (E, replier), in every mode. It is no receipt (no `reply_kind` needed) and changes none of
 the agent-to-agent rules: the person is added to whatever the agent's message routed to.
+The person is the replied event's `sender_id` (DESIGN.md §4 "Identity"): a member who took
+the name after a hard removal is not told what was answered to the old one.
 """
 
 from __future__ import annotations
@@ -27,10 +29,15 @@ def tell_asker(tx: Tx, room: Room, replier: Member, msg: Message, decision: Deci
     if found is None or found[0] != room.id:
         return decision
     asked = msgspec.json.decode(found[2], type=Event)
-    if asked.sender_kind != "human" or any(m.name == asked.sender for m in decision.targets):
+    if asked.sender_kind != "human":
         return decision
-    person = members.member_by_name(tx, room.workspace_id, asked.sender)
-    if person is None or person.status != "active" or person.kind != "human":
+    if asked.sender_id is not None:
+        person = members.member_by_id(tx, asked.sender_id)
+    else:  # an event stored before sender_id: its name is all there is
+        person = members.member_by_name(tx, room.workspace_id, asked.sender)
+    if person is None or any(m.id == person.id for m in decision.targets):
+        return decision
+    if person.status != "active" or person.kind != "human":
         return decision
     if not rooms.is_participant(tx, room.id, person.id):
         return decision

@@ -3,7 +3,11 @@
 A message with `in_reply_to` = E1 and a `reply_kind` is a receipt when E1 is in the same
 room, E1 is marked (`delegated_by`), the replier is in E1's `delegated_to`, and the replier
 is a live participant (the sender gate saw to that). It routes to the delegator
-deterministically, never through the router, under E1's row lock:
+deterministically, never through the router, under E1's row lock. Both ends are member ids
+(DESIGN.md §4 "Identity"): the delegator is E1's `sender_id`, the replier one of E1's
+`delegated_to_ids` (the members who held those names when E1 was posted), so a member who
+takes a name freed by a hard removal neither answers the old delegation nor hears its
+receipt. An E1 stored before the ids falls back to its names.
 - result / error / cancelled take the (E1, replier) terminal slot at most once;
 - needs_input does not; at most NEEDS_INPUT_LIMIT wake-ups per (E1, replier);
 - a duplicate, a needs_input past the limit, or a gone delegator suppresses the delegator,
@@ -44,11 +48,13 @@ def route_receipt(
         return None
     e1 = msgspec.json.decode(locked[2], type=Event)
     delegator_name = e1.metadata.get("delegated_by")
-    delegated_to = e1.metadata.get("delegated_to") or []
-    if not isinstance(delegator_name, str) or replier.name not in delegated_to:
+    if not isinstance(delegator_name, str) or not _delegated_to(e1, replier):
         return None
-    onward = [m for m in onward if m.name != delegator_name]
-    delegator = _live_participant(tx, room, delegator_name)
+    delegator = _delegator(tx, room, e1, delegator_name)
+    if e1.sender_id is not None:
+        onward = [m for m in onward if m.id != e1.sender_id]
+    else:
+        onward = [m for m in onward if m.name != delegator_name]
     if delegator is None:
         return onward, "receipt_undeliverable", onward
     if kind in TERMINAL:
@@ -65,8 +71,23 @@ def route_receipt(
     return [delegator, *onward], "receipt", onward
 
 
-def _live_participant(tx: Tx, room: Room, name: str) -> Member | None:
-    m = members.member_by_name(tx, room.workspace_id, name)
+def _delegated_to(e1: Event, replier: Member) -> bool:
+    """Whether E1 delegated to this member: by id; by name only for an E1 stored before
+    `delegated_to_ids`."""
+    ids = e1.metadata.get("delegated_to_ids")
+    if isinstance(ids, list):
+        return replier.id in ids
+    names = e1.metadata.get("delegated_to")
+    return isinstance(names, list) and replier.name in names
+
+
+def _delegator(tx: Tx, room: Room, e1: Event, name: str) -> Member | None:
+    """E1's sender, if still a live participant: by `sender_id` (by name only for an E1
+    stored without one)."""
+    if e1.sender_id is not None:
+        m = members.member_by_id(tx, e1.sender_id)
+    else:
+        m = members.member_by_name(tx, room.workspace_id, name)
     if m is None or m.status != "active" or not rooms.is_participant(tx, room.id, m.id):
         return None
     return m
