@@ -21,8 +21,8 @@ from hubproc import HubProcess
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
 TOOL = AGENTS / "tool_agent.py"
-LEASE = 4.0  # seconds: the hub's lease lapses this long after the last renewal
-MARGIN = 1.5  # seconds: the keeper stops the agent this long before that
+LEASE = 6.0  # seconds: the hub's lease lapses this long after the last renewal
+MARGIN = 2.0  # seconds: the keeper stops the agent this long before that
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_a_frozen_holders_tool_stops_before_the_standby_runs_it_and_ends_once_th
     )
     wait_for(lambda: "standby: another Worker serves this agent" in second.log())
     first_agent = int((folder / "agent-1").read_text())
-    e1 = c.say("alice", "@bot tool 6")
+    e1 = c.say("alice", "@bot tool 9")
     tool = wait_for(lambda: _tools(folder) and _tools(folder)[0])
     assert first.proc is not None
     first.proc.send_signal(signal.SIGSTOP)  # the Worker alone, as Ctrl-Z would
@@ -91,7 +91,7 @@ def test_a_frozen_holders_tool_stops_before_the_standby_runs_it_and_ends_once_th
         done = len([t for t in _ticks(folder) if t[0] == tool])
         wait_for(lambda: "lease held: fence 2" in second.log(), timeout=30)
         reply = c.wait_reply(e1["id"], timeout=60)
-        assert reply["text"] == "tool done 6"  # run to the end by the standby's agent
+        assert reply["text"] == "tool done 9"  # run to the end by the standby's agent
         tools = _tools(folder)
         assert len(tools) == 2 and tools[0] == tool
         ticks = _ticks(folder)
@@ -127,7 +127,7 @@ def test_a_holder_resumed_while_it_still_holds_the_lease_resumes_its_agent(
         agent_cmd(TOOL),
         env={"TOOL_DIR": str(folder), "AGENTPOST_CONNECT_FENCE_MARGIN": str(MARGIN)},
     )
-    e1 = c.say("alice", "@bot tool 3")
+    e1 = c.say("alice", "@bot tool 9")
     tool = wait_for(lambda: _tools(folder) and _tools(folder)[0])
     assert w.proc is not None
     w.proc.send_signal(signal.SIGSTOP)
@@ -137,7 +137,7 @@ def test_a_holder_resumed_while_it_still_holds_the_lease_resumes_its_agent(
         w.proc.send_signal(signal.SIGCONT)
     wait_for(lambda: "the keeper resumed the agent's processes" in w.log(), timeout=30)
     reply = c.wait_reply(e1["id"], timeout=60)
-    assert reply["text"] == "tool done 3"
+    assert reply["text"] == "tool done 9"
     assert "lease lost" not in w.log()
     assert [p.name for p in folder.glob("end-*")] == [f"end-{tool}"]
     assert _tools(folder) == [tool]
