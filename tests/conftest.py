@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,6 +27,18 @@ from hubproc import HubProcess, Setup, fresh_workspace, make_setup  # noqa: E402
 from pgcluster import Cluster, server_binaries, server_lock  # noqa: E402
 
 REQUIRE_PG = os.environ.get("AGENTPOST_REQUIRE_POSTGRES") == "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's test workers run as a background job of a script would (`nohup … &`, a
+    scheduler, a CI job): with SIGINT, SIGQUIT and SIGHUP ignored, which every child they
+    start inherits. So a test that signals a child passes however the suite is launched only
+    if it starts that child with default dispositions (`hubproc.with_default_signals`), and
+    one that forgets fails here too, not only in the background. Workers only: a developer's
+    Ctrl-C of `pytest` itself (the controller, or a run without `-n`) is left as it is."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

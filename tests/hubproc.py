@@ -159,3 +159,22 @@ def poll(predicate, timeout: float = 10.0, interval: float = 0.02):  # noqa: ANN
         if time.monotonic() > deadline:
             raise AssertionError("condition not met before the deadline")
         time.sleep(interval)
+
+
+# A program the tests start that they will signal must not depend on how the suite was
+# launched: a shell starts `&` jobs with SIGINT and SIGQUIT ignored (`nohup` adds SIGHUP),
+# children inherit that, and Python keeps a SIGINT that was ignored at start ignored. The
+# wrapper sets these back to their defaults, then execs the program (a disposition set to
+# default survives exec); no preexec_fn, which is unsafe in a process with threads.
+_DEFAULT_SIGNALS = (
+    "import os, signal, sys\n"
+    "for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM):\n"
+    "    signal.signal(s, signal.SIG_DFL)\n"
+    "os.execv(sys.argv[1], sys.argv[1:])\n"
+)
+
+
+def with_default_signals(argv: list[str]) -> list[str]:
+    """`argv` run with SIGINT, SIGQUIT, SIGHUP and SIGTERM at their defaults, whatever the
+    suite inherited (`argv[0]` must be a path, as `sys.executable` is)."""
+    return [sys.executable, "-c", _DEFAULT_SIGNALS, *argv]

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hubproc import HubProcess, make_setup, poll
+from hubproc import HubProcess, make_setup, poll, with_default_signals
 
 
 class Follower:
@@ -26,8 +26,9 @@ class Follower:
         env.update({"AGENTPOST_HUB": hub.url, "AGENTPOST_TOKEN": token})
         self.stderr_path = stderr
         with open(stderr, "w") as err:
+            # It gets a Ctrl-C (SIGINT) at the end, so it must not inherit an ignored one.
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "agentpost", *args],
+                with_default_signals([sys.executable, "-m", "agentpost", *args]),
                 stdout=subprocess.PIPE,
                 stderr=err,
                 text=True,
