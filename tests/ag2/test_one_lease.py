@@ -1,8 +1,8 @@
-"""One lease per agent member across profiles (DESIGN.md §6, docs/ag2.md "One Worker per
-agent"): `agentpost connect` and the unmodified ag2-agent-connect Worker polling `/ag2` with
-the same agent's token never both serve it. Whichever holds the lease answers; the other
-waits (an empty poll for agent-connect, a standby for `connect`) and takes over a lease
-lapse after the holder stops. Every message is answered once. Both engines."""
+"""One lease per agent member across profiles (docs/architecture.md#one-worker-per-agent,
+docs/ag2.md "One Worker per agent"): `agentpost connect` and the unmodified ag2-agent-connect
+Worker polling `/ag2` with the same agent's token never both serve it. Whichever holds the lease
+answers; the other waits (an empty poll for agent-connect, a standby for `connect`) and takes over
+a lease lapse after the holder stops. Every message is answered once. Both engines."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`agentpost connect --a2a URL` (DESIGN.md §14, docs/a2a.md "A2A agents as members"): a
+"""`agentpost connect --a2a URL` (docs/architecture.md#a2a, docs/a2a.md "A2A agents as members"): a
 real Worker whose agent is a remote A2A agent, here a real `a2a-sdk` 1.3 server
 (agents/a2a_remote.py, which keeps no messageIds: a resend is a second task to it). Each
 wake-up is one SendMessage whose messageId is the waking event's id; the task's end is the

@@ -1,4 +1,4 @@
-"""A2A calls answered by a real Worker (DESIGN.md §14, docs/a2a.md): the real `a2a-sdk`
+"""A2A calls answered by a real Worker (docs/architecture.md#a2a, docs/a2a.md): the real `a2a-sdk`
 client calls `bot` as a person (alice, its owner); a real `agentpost connect` process with
 an ACP test agent takes the call from bot's inbox and posts the receipt that ends the task.
 tests/integration/test_a2a.py plays the agent's side through the HTTP API instead.

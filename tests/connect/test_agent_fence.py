@@ -1,4 +1,4 @@
-"""The keeper fences the agent by time (DESIGN.md §6 "Fenced by time, not only by death"):
+"""The keeper fences the agent by time (docs/architecture.md#fenced-by-time):
 a Worker frozen with SIGSTOP stops renewing its lease; before the lease can lapse and a
 standby take over, its keeper stops the agent's processes (SIGSTOP), so the tool the agent
 was running does no more work; once the Worker is resumed and learns the lease moved, the

@@ -1,6 +1,6 @@
-"""The Worker owns its agent's processes (issue 23, DESIGN.md §6): a real Worker process, a
-real agent (agents/stubborn_agent.py) whose children ignore SIGTERM and SIGHUP and keep
-writing, and a stdin close that does not end the agent; real SIGKILL and SIGTERM from
+"""The Worker owns its agent's processes (issue 23, docs/architecture.md#agent-processes): a real
+Worker process, a real agent (agents/stubborn_agent.py) whose children ignore SIGTERM and SIGHUP
+and keep writing, and a stdin close that does not end the agent; real SIGKILL and SIGTERM from
 outside. Processes are looked up in /proc (Linux)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""A binding belongs to the ACP session it was issued in (DESIGN.md §6, docs/deliver.md):
-a collaborator's Turn cannot steer the agent into delivering under the owner's binding,
-and a request naming no session is refused. Real Worker, real hub, the trick agent."""
+"""A binding belongs to the ACP session it was issued in (docs/architecture.md#deferred-delivery,
+docs/deliver.md): a collaborator's Turn cannot steer the agent into delivering under the owner's
+binding, and a request naming no session is refused. Real Worker, real hub, the trick agent."""
 
 from __future__ import annotations
 

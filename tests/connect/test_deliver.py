@@ -164,8 +164,8 @@ def test_a_malformed_request_is_invalid_params_and_records_nothing(c_trick: Conn
 def test_an_accepted_delivery_runs_to_completion_when_the_agent_goes_away(
     c_trick: Connected,
 ) -> None:
-    """DESIGN.md §6 "Rules": the agent writes its request and exits at once; the Worker
-    still posts every part once and records `delivered`, which a resend (from the
+    """docs/architecture.md#deferred-delivery: the agent writes its request and exits at once; the
+    Worker still posts every part once and records `delivered`, which a resend (from the
     restarted agent) is answered with."""
     b = _binding(c_trick)
     Path(b["export_dir"], "gone.txt").write_text("G")
@@ -275,7 +275,7 @@ def test_connect_status_shows_delivery_bindings_and_outcomes(c_trick: Connected)
 def test_a_live_worker_applies_the_ledger_retention_again_while_it_runs(
     connected: Connected,
 ) -> None:
-    """DESIGN.md §6 "Ledger": retention runs at start and then every hour (here every
+    """docs/architecture.md#ledger: retention runs at start and then every hour (here every
     second, by AGENTPOST_CONNECT_PRUNE_EVERY). Entries written before the start that turn
     30 days old only after it are dropped by a later prune of the running Worker; an entry
     in progress (written while it runs: one left at start is resumed and finished) and a

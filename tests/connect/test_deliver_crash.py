@@ -58,7 +58,7 @@ def test_kill_9_during_a_delivery_then_resend_posts_each_part_once(
 def test_worker_id_deleted_after_a_kill_in_progress_entries_still_finish(
     connected: Connected,
 ) -> None:
-    """DESIGN.md §6 "Ledger": with a ledger and no worker-id, delivery is not enabled, yet
+    """docs/architecture.md#ledger: with a ledger and no worker-id, delivery is not enabled, yet
     the entry left in progress finishes under its stored worker id and key."""
     w = connected.worker(agent_cmd(TRICK), env={"AGENTPOST_CONNECT_CRASH_POINT": "after_part_1"})
     e = connected.say("alice", "@bot binding")

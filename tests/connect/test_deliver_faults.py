@@ -1,8 +1,9 @@
-"""`_ag2/deliver` when the hub misbehaves or the room changes (DESIGN.md §6 "Rules" 3, 5, 6,
-7, "Bindings", "Declaring", "Ledger"), through a real Worker, a real hub and a real ACP
-agent. Between the Worker and the hub sits a real fault-injecting proxy (faultproxy.py):
-it answers 5xx or 409 `running` for the hub, loses an answer after the hub acted, strips
-the `Idempotency-Status` echo, or holds a post while the test changes the room.
+"""`_ag2/deliver` when the hub misbehaves or the room changes
+(docs/architecture.md#deferred-delivery, rules 3, 5, 6, 7, "Bindings", "Declaring", "Ledger"),
+through a real Worker, a real hub and a real ACP agent. Between the Worker and the hub sits a real
+fault-injecting proxy (faultproxy.py): it answers 5xx or 409 `running` for the hub, loses an answer
+after the hub acted, strips the `Idempotency-Status` echo, or holds a post while the test changes
+the room.
 
 One hub and one Worker serve the whole module (each test uses its own delivery ids). The
 hub runs on SQLite only: what is tested is the Worker's side, which the hub's engine does
@@ -150,7 +151,7 @@ def notices(f: Faulty) -> list[dict[str, Any]]:
 
 
 def part_key(worker_id: str, delivery_id: str, part: int | str) -> str:
-    """DESIGN.md §6: sha256(JCS([worker_id, id, part]))."""
+    """docs/architecture.md#deferred-delivery: sha256(JCS([worker_id, id, part]))."""
     return sha256(rfc8785.dumps([worker_id, delivery_id, part])).hexdigest()
 
 

@@ -1,4 +1,4 @@
-"""The Worker tells its owner by member id (DESIGN.md §4 "Identity", docs/connect.md "Who
+"""The Worker tells its owner by member id (docs/architecture.md#identity, docs/connect.md "Who
 gets a Turn"): after a hard removal frees the owner's name, a person who takes it gets no
 owner Turn; the owner an admin names then does, without a restart of the Worker."""
 

@@ -1,7 +1,7 @@
-"""No Turn ends in silence (DESIGN.md §6, docs/connect.md "When the agent fails"): every way
-a Turn can end posts one visible reply or notice, a delegation gets its receipt, the agent
-is restarted when its connection cannot be read, and the inbox cursor moves on. Real
-Worker processes, a real hub, a hand-written ACP agent (agents/raw_agent.py) that answers
+"""No Turn ends in silence (docs/architecture.md#no-turn-ends-in-silence, docs/connect.md "When the
+agent fails"): every way a Turn can end posts one visible reply or notice, a delegation gets its
+receipt, the agent is restarted when its connection cannot be read, and the inbox cursor moves on.
+Real Worker processes, a real hub, a hand-written ACP agent (agents/raw_agent.py) that answers
 in shapes the SDK would never send."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""One Worker per agent member (DESIGN.md §6 "One Worker", docs/connect.md): the hub's lease
-and its fencing numbers, a second Worker waiting as a standby, a takeover when the lease
+"""One Worker per agent member (docs/architecture.md#one-worker-per-agent, docs/connect.md): the
+hub's lease and its fencing numbers, a second Worker waiting as a standby, a takeover when the lease
 lapses or on `--takeover`, and Turn keys that make two racing Workers replay, not post.
 Real hub processes on both engines, real Worker processes, kill -9 from outside."""
 

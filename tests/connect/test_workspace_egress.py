@@ -1,5 +1,5 @@
-"""The Worker's workspace is never egress (DESIGN.md §6, docs/connect.md "Files that may
-leave"), whatever the layout: with the workspace inside the repo (the layout the docs once
+"""The Worker's workspace is never egress (docs/architecture.md#egress, docs/connect.md "Files that
+may leave"), whatever the layout: with the workspace inside the repo (the layout the docs once
 showed), a Turn cannot send a file someone shared with the agent in another conversation,
 nor the Worker's own files, however the path is spelled; delivery stays enabled."""
 

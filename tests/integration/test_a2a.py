@@ -90,7 +90,9 @@ def bot_reads_and_answers(setup: Setup, task_id: str, room: str, kind: str, text
 
 
 @pytest.fixture
-def a2a(hub: HubProcess) -> Setup:
+def a2a(make_hub: Callable[..., HubProcess]) -> Setup:
+    # The push configs here name a loopback port, which the operator must allow.
+    hub = make_hub(env={"AGENTPOST_PUSH_ALLOW": "127.0.0.1"})
     return make_setup(hub, ["alice", "carol"], ["bot", "helper"])
 
 

@@ -1,5 +1,5 @@
-"""One cause per event (docs/delegation.md "Cause", DESIGN.md §4): agents that relay through
-posts that answer nothing (no `in_reply_to`: a delivery, an MCP `post_message`, a plain
+"""One cause per event (docs/delegation.md "Cause", docs/architecture.md#cause): agents that relay
+through posts that answer nothing (no `in_reply_to`: a delivery, an MCP `post_message`, a plain
 API post) stay in the chain of the person's message that started it, so depth and the
 origin's total stop them, with one notice. Agents `a`, `b`, `c`; human `hana`. Both engines,
 real hub processes, over HTTP."""

@@ -1,5 +1,5 @@
 """`agentpost admin member set-owner` (docs/cli.md): the admin names an agent's owner, the
-one way an agent whose owner was removed hard gets one again (DESIGN.md §4 "Identity");
+one way an agent whose owner was removed hard gets one again (docs/architecture.md#identity);
 refusals keep the stable error contract (one JSON object, exit 1; a bad command line 2)."""
 
 from __future__ import annotations

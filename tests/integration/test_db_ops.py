@@ -1,8 +1,8 @@
-"""`agentpost db backup | restore | verify` (issue 31, DESIGN.md §15, docs/operations.md) on
-both engines: a backup of a hub that keeps serving posts and uploads, restored into a new data
-home, serves every event and file it holds; refusals change nothing; a verify finds what is
-damaged; a backup or restore killed with SIGKILL midway leaves nothing that looks whole, and
-the next run succeeds."""
+"""`agentpost db backup | restore | verify` (issue 31, docs/architecture.md#operations,
+docs/operations.md) on both engines: a backup of a hub that keeps serving posts and uploads,
+restored into a new data home, serves every event and file it holds; refusals change nothing; a
+verify finds what is damaged; a backup or restore killed with SIGKILL midway leaves nothing that
+looks whole, and the next run succeeds."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Depth and budget (docs/delegation.md, DESIGN.md §4 "Depth"): whatever agents write, one
-human message causes a bounded amount of traffic. Agents `a`, `b`, `c`; human `hana`.
+"""Depth and budget (docs/delegation.md, docs/architecture.md#depth-and-budget): whatever agents
+write, one human message causes a bounded amount of traffic. Agents `a`, `b`, `c`; human `hana`.
 Every test runs on both engines, over HTTP, against a real hub process."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Identity is the member id (DESIGN.md §4 "Identity", docs/api.md "Identity") on both
+"""Identity is the member id (docs/architecture.md#identity, docs/api.md "Identity") on both
 engines: after a hard removal frees a name, a new member under that name edits, redacts and
 owns nothing of the old one (its messages, its agents' messages, its agents, its threads),
 answers none of its delegations, hears none of its receipts and none of the answers to its

@@ -1,7 +1,7 @@
-"""Notices cannot be forged (DESIGN.md §6, docs/connect.md): `agentpost/notice` marks a line
-as the hub's or an agent's Worker's, and the page shows it so. Only a post that names the
-agent's current Worker lease keeps it; a person's, an agent token's without the lease, the
-MCP server's are stripped like `delegated_by`. A real hub on both engines."""
+"""Notices cannot be forged (docs/architecture.md#server-owned-metadata, docs/connect.md):
+`agentpost/notice` marks a line as the hub's or an agent's Worker's, and the page shows it so. Only
+a post that names the agent's current Worker lease keeps it; a person's, an agent token's without
+the lease, the MCP server's are stripped like `delegated_by`. A real hub on both engines."""
 
 from __future__ import annotations
 

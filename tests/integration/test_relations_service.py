@@ -1,5 +1,6 @@
-"""hub/relations.py called in process, as the AG2 profile's routes call it (DESIGN.md §13):
-the same events, keys and refusals as the HTTP routes, on both engines."""
+"""hub/relations.py called in process, as the AG2 profile's routes call it
+(docs/architecture.md#relations): the same events, keys and refusals as the HTTP routes, on both
+engines."""
 
 from __future__ import annotations
 

@@ -167,7 +167,8 @@ def test_db_migrate_json_names_the_database_without_its_password(
         assert _mode(tmp_path / "m" / "hub.sqlite3") == 0o600
 
 
-# -- one hub per SQLite data dir (DESIGN.md §15) -------------------------------------------
+# -- one hub per SQLite data dir (docs/architecture.md#one-hub-per-data-dir)
+# -------------------------------------------
 
 
 @pytest.mark.sqlite_only

@@ -1,7 +1,8 @@
 """The token cache on a shared database (hub/auth.py `TokenCache`): a message post may take
 its member from a cached hint, and the write transaction checks it again, so a removal or a
 token reissue by any process, or straight in the database with no wake-up at all, is refused
-on the very next post, and nothing is written (DESIGN.md §8, docs/api.md)."""
+on the very next post, and nothing is written (docs/architecture.md#many-hub-processes,
+docs/api.md)."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ class Event(msgspec.Struct):
     reactions: list[Reaction] = []
     redacted: bool = False
     # The sender's member id (None for a hub notice, or from a hub before it sent one): the
-    # identity to compare, never `sender` (DESIGN.md §4 "Identity").
+    # identity to compare, never `sender` (docs/architecture.md#identity).
     sender_id: str | None = None
 
 

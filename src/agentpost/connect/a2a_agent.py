@@ -1,5 +1,5 @@
-"""A remote A2A agent as the Worker's ACP agent (`agentpost connect --a2a URL`, DESIGN.md
-§14, docs/a2a.md "A2A agents as members").
+"""A remote A2A agent as the Worker's ACP agent (`agentpost connect --a2a URL`,
+docs/architecture.md#a2a, docs/a2a.md "A2A agents as members").
 
 The Worker runs this module as its agent process, so the remote agent gets every rule of
 an ACP agent (one Worker, the lease, the Turn journal, never silent). Each prompt is one

@@ -1,12 +1,12 @@
 """The agent process under the Worker (docs/connect.md): one standing connection, restarted
 with backoff when it exits, and one ACP session per Session key, made lazily.
 
-`AgentProcesses` owns every process the agent is made of (DESIGN.md §6 "The Worker owns
-its agent's processes"): it starts the agent under a keeper (`connect/keeper.py`) in a
-session of its own, records the group in the workspace, feeds the keeper the lease's
-deadline (§6 "Fenced by time, not only by death"), ends the whole group on stop, on
-restart, on a cut and when the keeper dies, and ends at the next start whatever an earlier
-Worker left behind.
+`AgentProcesses` owns every process the agent is made of
+(docs/architecture.md#agent-processes): it starts the agent under a keeper
+(`connect/keeper.py`) in a session of its own, records the group in the workspace, feeds the
+keeper the lease's deadline (docs/architecture.md#fenced-by-time), ends the whole group on
+stop, on restart, on a cut and when the keeper dies, and ends at the next start whatever an
+earlier Worker left behind.
 
 Every `session/update` is handed to the Turn that owns its session; every request the
 agent makes (permissions, `_…` extensions) arrives here, on the one standing connection.

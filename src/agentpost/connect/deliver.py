@@ -369,7 +369,7 @@ class Deliveries:
 
     def probed(self, hub_keys_echo: bool) -> None:
         """A probe after the declaration was withdrawn: declare again when the hub reports
-        its keys' echo (DESIGN.md §6 "Declaring")."""
+        its keys' echo (docs/architecture.md#deferred-delivery)."""
         if self.withdrawn and hub_keys_echo:
             self.enabled, self.withdrawn, self.reason = True, False, ""
             log.info("delivery (_ag2/deliver): enabled again (the probe found the hub's keys echo)")

@@ -1,6 +1,6 @@
-"""The keeper: the small parent between the Worker and its agent (DESIGN.md §6 "The Worker
-owns its agent's processes"), and the one module that calls `prctl` (Linux only): the
-keeper's own calls, and the Worker's `forbid_dumping` (its token stays with it).
+"""The keeper: the small parent between the Worker and its agent
+(docs/architecture.md#agent-processes), and the one module that calls `prctl` (Linux only):
+the keeper's own calls, and the Worker's `forbid_dumping` (its token stays with it).
 
 The Worker spawns `python -S keeper.py --worker <pid> [--fence <fd>] -- <agent argv…>` as
 the leader of a new session (its process group and session id are its pid). The keeper
@@ -18,7 +18,7 @@ the leader of a new session (its process group and session id are its pid). The 
 - exits once no descendant is left (or `KILL_WAIT` seconds of SIGKILL did not end one,
   stuck in the kernel), with the agent's status: its exit code, or the
   same signal it died of, so the Worker sees what it saw before the keeper existed;
-- with `--fence`, is fenced by time (DESIGN.md §6 "Fenced by time, not only by death"):
+- with `--fence`, is fenced by time (docs/architecture.md#fenced-by-time):
   the fd is one end of a socket pair whose other end the Worker keeps. The Worker writes
   `until <T>\n` each time it renewed its lease, T a `CLOCK_MONOTONIC` time (the same clock
   for every process of the host) by which its lease could have passed to a standby, less a

@@ -2,8 +2,8 @@
 array, so a Worker restarted mid-Turn posts the reply once and no two parts collide.
 
 A Turn's keys derive from (agent member, trigger event), not from the Worker's workspace
-(DESIGN.md §6 "One Worker"): two Workers of one agent, or one moved to another machine,
-replay each other's posts instead of posting again. Files are keyed by their content, so
+(docs/architecture.md#one-worker-per-agent): two Workers of one agent, or one moved to another
+machine, replay each other's posts instead of posting again. Files are keyed by their content, so
 a re-run that makes the same file replays it. `_ag2/deliver` part keys keep the worker id
 (the seed's rule: a delivery belongs to the Worker that issued its binding).
 """

@@ -1,5 +1,5 @@
-"""One Worker per agent member (DESIGN.md §6 "One Worker", docs/connect.md): the Worker's
-side of the hub's lease. It takes the lease before it starts its agent or reads its inbox,
+"""One Worker per agent member (docs/architecture.md#one-worker-per-agent, docs/connect.md): the
+Worker's side of the hub's lease. It takes the lease before it starts its agent or reads its inbox,
 waits as a standby while another Worker holds it (saying so once), renews it every few
 seconds, names its fence on every inbox ack, and lets it go at stop.
 
@@ -17,8 +17,8 @@ other, started while its Worker lives, waits as a standby like any other Worker.
 
 Each lease taken or renewed gives the agent's keeper a deadline, the time the request was
 sent plus the lease's seconds less a margin (`on_renewed`): past it the keeper stops the
-agent's processes, since a standby could hold the lease by then (DESIGN.md §6 "Fenced by
-time, not only by death").
+agent's processes, since a standby could hold the lease by then
+(docs/architecture.md#fenced-by-time).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Group commit for the delivery ledger (DESIGN.md §6 "Ledger": WAL, synchronous FULL).
+"""Group commit for the delivery ledger (docs/architecture.md#ledger: WAL, synchronous FULL).
 
 One thread owns the ledger's write connection. It takes every write job waiting, runs them
 in ONE transaction (when one fails, each runs again in its own, so a failing job is undone

@@ -8,7 +8,7 @@ created lazily and kept while the agent process lives.
 
 The owner is recognised by member id (the EVENT's `sender_id` against the hub's
 `owner_id`), never by name: a person who takes a name freed by a hard removal is not the
-owner (DESIGN.md §4 "Identity"). A person who is not the owner makes the Worker ask the hub
+owner (docs/architecture.md#identity). A person who is not the owner makes the Worker ask the hub
 again who is (at most every OWNER_REFRESH_SECONDS), so an owner an admin names later is seen.
 """
 

@@ -65,7 +65,7 @@ def worker_status(w: Worker) -> dict[str, Any]:
 def delivery_status(w: Worker) -> dict[str, Any]:
     d = w.deliveries
     enabled = bool(d and d.enabled)
-    # Why it is enabled, or the one reason it is not (DESIGN.md §6 "Declaring").
+    # Why it is enabled, or the one reason it is not (docs/architecture.md#deferred-delivery).
     reason = declaring.ENABLED_BECAUSE if enabled else (d.reason if d else "not started yet")
     out: dict[str, Any] = {"enabled": enabled, "reason": reason}
     if w.ledger is not None:

@@ -1,4 +1,5 @@
-"""One hub process per SQLite data dir (DESIGN.md §15): an `flock` on `<data>/hub.lock`.
+"""One hub process per SQLite data dir (docs/architecture.md#one-hub-per-data-dir): an `flock` on
+`<data>/hub.lock`.
 
 The lock is taken before the database is opened and held for the life of the process; the
 kernel releases it when the process ends, however it ends (kill -9 included), so a crashed

@@ -1,5 +1,5 @@
-"""One Worker per agent member (DESIGN.md §6 "One Worker", docs/connect.md): every rule of
-the Worker lease in one place.
+"""One Worker per agent member (docs/architecture.md#one-worker-per-agent, docs/connect.md): every
+rule of the Worker lease in one place.
 
 - `take`: a Worker takes the lease at start. It gets it when nobody holds it, when the last
   holder released it or let it lapse (no renewal for the lease's seconds), when it asks to
@@ -16,10 +16,11 @@ the Worker lease in one place.
 - `release`: the holder lets it go at stop, so a standby takes over at once.
 - `check_fence`: inbox acks and posts that carry a fence (the Worker's do) are refused with
   409 `lease_lost` unless it is the member's current one.
-- `hold_for_queue`: one lease per agent member across profiles (DESIGN.md §6): the AG2 task
-  queue (`/ag2`) holds the same lease for its poller, taken or renewed at every poll, so
-  while a `connect` Worker (or `connect --a2a`) holds it the queue serves nothing, and
-  while a poller polls a Worker waits as a standby naming the queue as the holder.
+- `hold_for_queue`: one lease per agent member across profiles
+  (docs/architecture.md#one-worker-per-agent): the AG2 task queue (`/ag2`) holds the same lease for
+  its poller, taken or renewed at every poll, so while a `connect` Worker (or `connect --a2a`)
+  holds it the queue serves nothing, and while a poller polls a Worker waits as a standby naming
+  the queue as the holder.
 """
 
 from __future__ import annotations

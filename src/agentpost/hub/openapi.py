@@ -249,7 +249,7 @@ _STRUCTS += [LeaseIn, FenceIn, LeaseTaken, LeaseReply, LeaseCurrent, LeaseReleas
 _STRUCTS += [EditIn, ReactionIn, RedactionIn]  # relations (§13)
 _STRUCTS += [ReadIn, ReadMarkerOut]  # read markers (docs/api.md)
 _STRUCTS += [RoomPresence]  # a room stream's presence frames (docs/api.md)
-_STRUCTS += [OwnerIn, MemberOwnerSet]  # identity: an agent's owner (DESIGN.md §4)
+_STRUCTS += [OwnerIn, MemberOwnerSet]  # identity: an agent's owner (docs/architecture.md#identity)
 
 JSON = "application/json"
 SSE = "text/event-stream"

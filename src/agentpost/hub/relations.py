@@ -1,5 +1,5 @@
-"""Edits, reactions and redactions (DESIGN.md §13, docs/api.md "Relations"): each is an
-event of its own (append-only, `relates_to` = its target), keyed and gated like a post, and
+"""Edits, reactions and redactions (docs/architecture.md#relations, docs/api.md "Relations"): each
+is an event of its own (append-only, `relates_to` = its target), keyed and gated like a post, and
 this module is the one place that decides what a read shows of the target. The target's
 stored body is what every read serves (pages, the stream, the inbox, search, `GET
 /v1/events/{id}`), so each relation rewrites it here, under the target's row lock, in the
@@ -203,7 +203,7 @@ def _edit(
         raise _not_for(target, "edited")
     if target.redacted:
         raise _redacted(target)
-    # By member id (DESIGN.md §4 "Identity"): a member under a name freed by a hard removal
+    # By member id (docs/architecture.md#identity): a member under a name freed by a hard removal
     # is not the one who sent it.
     if target.sender_id is None or target.sender_id != member.id:
         raise AuthError(
@@ -277,7 +277,7 @@ def _redact(
 
 def _may_redact(tx: Tx, room: Room, member: Member, target: Event) -> bool:
     """Its sender, the room's owner, or the owner of the agent that sent it, each by member
-    id (DESIGN.md §4 "Identity"): a name freed by a hard removal and taken again is none."""
+    id (docs/architecture.md#identity): a name freed by a hard removal and taken again is none."""
     if target.sender_id is not None and target.sender_id == member.id:
         return True
     if room.owner_id is not None and room.owner_id == member.id:

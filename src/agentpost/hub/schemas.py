@@ -225,7 +225,7 @@ class Event(msgspec.Struct):
     reactions: list[Reaction] = []
     redacted: bool = False
     # The sender's member id (null for a hub notice): who sent it, for every check of
-    # identity (DESIGN.md §4 "Identity"); `sender` is the name people read.
+    # identity (docs/architecture.md#identity); `sender` is the name people read.
     sender_id: str | None = None
     # Where an agent's event comes from (docs/delegation.md "Cause"): its chain's origin and
     # how the hub knew it; null for a person's own message (an origin itself) and a notice.
@@ -276,7 +276,7 @@ class MemberOut(msgspec.Struct):
     kind: str
     status: str
     owner: str | None
-    # An agent owner's member id (DESIGN.md §4 "Identity"): a Worker compares it with an
+    # An agent owner's member id (docs/architecture.md#identity): a Worker compares it with an
     # EVENT's `sender_id`; null when the agent has no owner (or the owner was removed hard).
     owner_id: str | None
 

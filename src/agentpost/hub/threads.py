@@ -7,7 +7,7 @@ Runs inside the store's write transaction, so every check here is authoritative.
 - a room of that name that is not this owner's thread is refused `thread_conflict` and left
   exactly as it is (archived or not), so a send never lands in someone else's room; the
   owner is compared by member id, so a member under a name freed by a hard removal does not
-  get the old member's thread back (DESIGN.md §4 "Identity");
+  get the old member's thread back (docs/architecture.md#identity);
 - the owner and the caller are participants afterwards.
 """
 

@@ -1,5 +1,5 @@
-"""AG2 tasks and their leases (DESIGN.md §13): the rows of `ag2_tasks` and `ag2_pollers`.
-The rules (when a lease is served, extended, re-served or dropped) live in
+"""AG2 tasks and their leases (docs/architecture.md#ag2-relay-profile): the rows of `ag2_tasks` and
+`ag2_pollers`. The rules (when a lease is served, extended, re-served or dropped) live in
 `hub/ag2/tasks.py`; this module only reads and writes the rows."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Backups and restores of a hub's data while it serves (DESIGN.md §15, docs/operations.md).
+"""Backups and restores of a hub's data while it serves (docs/architecture.md#operations,
+docs/operations.md).
 
 A backup is a directory, private to its user (0700, files 0600)::
 

@@ -1,5 +1,5 @@
-"""Worker leases (DESIGN.md §6 "One Worker"): one row per agent member that ever ran a
-Worker. The rules (who may take, renew or release it) live in `hub/leases.py`; this module
+"""Worker leases (docs/architecture.md#one-worker-per-agent): one row per agent member that ever
+ran a Worker. The rules (who may take, renew or release it) live in `hub/leases.py`; this module
 only reads and writes the row, under its row lock on PostgreSQL."""
 
 from __future__ import annotations

@@ -159,7 +159,7 @@ def live_members_named(db: Db, workspace_id: str, names: list[str]) -> list[Memb
 def remove_member(db: Db, member_id: str, hard: bool) -> None:
     """Soft: status removed, row and tokens kept (so the hub can say `agent_removed`).
     Hard: the member, its tokens, participations, inbox, presence and read markers are
-    deleted, and what it owned is owned by no one (DESIGN.md §4 "Identity"): its agents have
+    deleted, and what it owned is owned by no one (docs/architecture.md#identity): its agents have
     no owner until an admin names one, its rooms and threads none, so a member who takes the
     freed name later inherits nothing."""
     if hard:

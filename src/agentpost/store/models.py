@@ -19,7 +19,7 @@ class Member(msgspec.Struct, frozen=True):
     status: str
     owner: str | None  # the owner's name, for people to read
     inbox_cursor: int
-    # The owner's member id: what every check of ownership compares (DESIGN.md §4 "Identity").
+    # The owner's member id: what every check of ownership compares (docs/architecture.md#identity).
     owner_id: str | None = None
 
 
@@ -68,7 +68,8 @@ class MediaRow(msgspec.Struct, frozen=True):
 
 
 class Lease(msgspec.Struct, frozen=True):
-    """A Worker's lease on an agent member (DESIGN.md §6 "One Worker"); times in ms."""
+    """A Worker's lease on an agent member (docs/architecture.md#one-worker-per-agent). Times
+    in ms."""
 
     member_id: str
     fence: int

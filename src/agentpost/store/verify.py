@@ -1,5 +1,5 @@
 """`agentpost db verify`: check a data home and say what is wrong, changing nothing
-(DESIGN.md §15, docs/operations.md "Checking").
+(docs/architecture.md#operations, docs/operations.md "Checking").
 
 The checks, each named in what it reports:
 - `integrity`: SQLite's `integrity_check` and `foreign_key_check` (PostgreSQL checks its

@@ -1,5 +1,5 @@
-"""A2A tasks on the hub's rooms (DESIGN.md §14): the room a call goes to, and a task's state
-read from the delegation event, its delivery state and its receipt. Store reads and writes
+"""A2A tasks on the hub's rooms (docs/architecture.md#a2a): the room a call goes to, and a task's
+state read from the delegation event, its delivery state and its receipt. Store reads and writes
 only; the JSON-RPC routes are in routes.py."""
 
 from __future__ import annotations

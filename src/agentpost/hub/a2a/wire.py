@@ -1,6 +1,6 @@
 """The A2A 1.x wire (protocol `1.0`, the JSON-RPC binding): what comes in, checked, and the
 JSON shapes that go out (the proto's JSON form: camelCase names, enum names as strings,
-timestamps as RFC 3339). DESIGN.md §14, docs/a2a.md."""
+timestamps as RFC 3339). docs/architecture.md#a2a, docs/a2a.md."""
 
 from __future__ import annotations
 

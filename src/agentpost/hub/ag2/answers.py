@@ -1,6 +1,7 @@
-"""What the agent says through the AG2 relay profile (DESIGN.md §13, docs/ag2.md): a task's
-result, a dead-letter, and a room op's message, each posted through the hub's own posting
-path (gates, routing, receipts, the sensitive-data filter) inside the request's transaction.
+"""What the agent says through the AG2 relay profile (docs/architecture.md#ag2-relay-profile,
+docs/ag2.md): a task's result, a dead-letter, and a room op's message, each posted through the
+hub's own posting path (gates, routing, receipts, the sensitive-data filter) inside the request's
+transaction.
 
 A result answers the task's event: a delegation gets a receipt (`reply_kind` result, or
 error for a dead-letter), a person's message a plain reply that wakes them once (§4 "a

@@ -1,6 +1,6 @@
-"""The AG2 relay wire's routes, mounted under `/ag2` (DESIGN.md §13, docs/ag2.md). HTTP
-only: the rules are the hub's (keys in `hub/idempotency.py`, posting and receipts in
-`hub/posting.py` and `hub/routing/`), leases in `tasks.py`, answers in `answers.py`, the
+"""The AG2 relay wire's routes, mounted under `/ag2` (docs/architecture.md#ag2-relay-profile,
+docs/ag2.md). HTTP only: the rules are the hub's (keys in `hub/idempotency.py`, posting and
+receipts in `hub/posting.py` and `hub/routing/`), leases in `tasks.py`, answers in `answers.py`, the
 wire's shapes and ids in `wire.py`. Every refusal is the hub's error body, with a stable
 `code`; a lease that is gone answers 404 whose message says "not leased", which is how the
 relay client tells it from a missing route."""

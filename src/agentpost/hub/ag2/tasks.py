@@ -1,5 +1,6 @@
-"""AG2 tasks and their leases (DESIGN.md §13, docs/ag2.md): every rule of when a task is
-served, extended, re-served or dropped, run inside the write transaction of the request.
+"""AG2 tasks and their leases (docs/architecture.md#ag2-relay-profile, docs/ag2.md): every rule of
+when a task is served, extended, re-served or dropped, run inside the write transaction of the
+request.
 
 A task is one inbox row of the agent member, named by its event id. A poll takes the
 member's new inbox rows in as tasks, then, under the member's poller row lock:

@@ -1,6 +1,7 @@
-"""The AG2 relay wire's shapes (DESIGN.md §13, docs/ag2.md), as `ag2-relay-client` 0.1.0
-and `ag2-agent-connect` 0.2.1 send and read them, and the edge translation of ids: a room
-is `!<room id>`, a member `@<name>:<workspace>`. Nothing else in the hub sees these forms.
+"""The AG2 relay wire's shapes (docs/architecture.md#ag2-relay-profile, docs/ag2.md), as
+`ag2-relay-client` 0.1.0 and `ag2-agent-connect` 0.2.1 send and read them, and the edge translation
+of ids: a room is `!<room id>`, a member `@<name>:<workspace>`. Nothing else in the hub sees these
+forms.
 
 Inbound shapes ignore fields they do not know: the relay wire is additive-only, with no
 version field (the client says so of its task envelope, and sends its own extras)."""
@@ -186,7 +187,7 @@ def envelope(
         timestamp=ev.created_at,
         channel_id=wire_room(ev.room),
         user_id=wire_member(ev.sender, member.workspace_name),
-        # By member id (DESIGN.md §4 "Identity"): a name freed and taken again owns nothing.
+        # By member id (docs/architecture.md#identity): a name freed and taken again owns nothing.
         access_tier="owner"
         if member.owner_id is not None and ev.sender_id == member.owner_id
         else "guest",

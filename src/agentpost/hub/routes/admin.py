@@ -160,7 +160,7 @@ async def remove_member(request: Request) -> Response:
             raise RequestError(Code.MEMBER_NOT_FOUND, f"no member {name!r} in {ws_name!r}")
         its_rooms = rooms.rooms_of_member(tx, m.id)  # before a hard removal drops them
         # A hard removal leaves its agents with no owner: their cached rows must not say
-        # otherwise (DESIGN.md §4 "Identity").
+        # otherwise (docs/architecture.md#identity).
         changed[:] = members.owned_agents(tx, m.id) if hard else []
         members.remove_member(tx, m.id, hard)
         # Its streams and long polls wake, see the removal and end now, not at the next event.
@@ -190,7 +190,7 @@ async def remove_member(request: Request) -> Response:
 async def set_owner(request: Request) -> Response:
     """`PUT /v1/admin/workspaces/{ws}/members/{name}/owner {"owner": NAME | null}`: the
     agent's owner from now on (null: no one), by member id; the one way an agent whose owner
-    was removed hard gets one again (DESIGN.md §4 "Identity")."""
+    was removed hard gets one again (docs/architecture.md#identity)."""
     hub = hub_of(request)
     auth.require_admin(request, hub.admin_hash)
     ws_name = request.path_params["ws"]

@@ -1,4 +1,4 @@
-"""`/v1/worker/lease`: the one Worker of an agent member (DESIGN.md §6 "One Worker",
+"""`/v1/worker/lease`: the one Worker of an agent member (docs/architecture.md#one-worker-per-agent,
 docs/connect.md). HTTP only; the rules live in `hub/leases.py`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One cause per event (docs/delegation.md "Cause", DESIGN.md §4 "Cause").
+"""One cause per event (docs/delegation.md "Cause", docs/architecture.md#cause).
 
 Depth alone is blind to an agent message that answers nothing (a delivery, an MCP post, a
 plain post, an A2A call): every hop would be depth 1 again. So every event an agent's token

@@ -4,7 +4,7 @@ A message with `in_reply_to` = E1 and a `reply_kind` is a receipt when E1 is in 
 room, E1 is marked (`delegated_by`), the replier is in E1's `delegated_to`, and the replier
 is a live participant (the sender gate saw to that). It routes to the delegator
 deterministically, never through the router, under E1's row lock. Both ends are member ids
-(DESIGN.md §4 "Identity"): the delegator is E1's `sender_id`, the replier one of E1's
+(docs/architecture.md#identity): the delegator is E1's `sender_id`, the replier one of E1's
 `delegated_to_ids` (the members who held those names when E1 was posted), so a member who
 takes a name freed by a hard removal neither answers the old delegation nor hears its
 receipt. An E1 stored before the ids falls back to its names.

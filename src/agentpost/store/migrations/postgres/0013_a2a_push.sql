@@ -1,5 +1,5 @@
--- A2A push notifications (DESIGN.md §14, docs/a2a.md). A config is where a caller wants to
--- hear of one task: the receiver's URL, the token it gave (sent back in
+-- A2A push notifications (docs/architecture.md#a2a, docs/a2a.md). A config is where a caller wants
+-- to hear of one task: the receiver's URL, the token it gave (sent back in
 -- X-A2A-Notification-Token and the signature's key: the receiver's own secret, kept as
 -- given), an optional Authorization scheme and credentials, and the hub's base URL the
 -- task's file links are made from. Times in ms.

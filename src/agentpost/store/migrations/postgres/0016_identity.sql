@@ -1,6 +1,6 @@
--- Identity is the member id (DESIGN.md §4, docs/api.md "Identity"): an agent's owner and a
--- room's owner are compared by member id, never by name, so a name freed by a hard removal
--- owns nothing of its predecessor. `owner` stays, the name people read. Backfilled from the
+-- Identity is the member id (docs/architecture.md#identity, docs/api.md "Identity"): an agent's
+-- owner and a room's owner are compared by member id, never by name, so a name freed by a hard
+-- removal owns nothing of its predecessor. `owner` stays, the name people read. Backfilled from the
 -- current names where that member exists and is not removed; else no one owns it (an admin
 -- names a new owner: agentpost admin member set-owner).
 ALTER TABLE members ADD COLUMN owner_id TEXT;

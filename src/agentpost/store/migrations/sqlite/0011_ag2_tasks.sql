@@ -1,9 +1,9 @@
--- The AG2 relay profile (DESIGN.md §13, docs/ag2.md): an agent member's inbox wake-ups as
--- AG2 tasks, each with its own lease. A task is one inbox row (`cursor`) of the member, named
--- by its event id. `state`: queued (waiting to be served), leased (served, `lease_until`
--- running), done (answered), dropped (5 attempts expired). `grace` counts the extensions an
--- un-acked lease got this attempt, `reply_event` is the agent's message linked to the task
--- (its placeholder or answer) and `reply_attempt` the attempt that posted it. Times in ms.
+-- The AG2 relay profile (docs/architecture.md#ag2-relay-profile, docs/ag2.md): an agent member's
+-- inbox wake-ups as AG2 tasks, each with its own lease. A task is one inbox row (`cursor`) of the
+-- member, named by its event id. `state`: queued (waiting to be served), leased (served,
+-- `lease_until` running), done (answered), dropped (5 attempts expired). `grace` counts the
+-- extensions an un-acked lease got this attempt, `reply_event` is the agent's message linked to
+-- the task (its placeholder or answer) and `reply_attempt` the attempt that posted it. Times in ms.
 CREATE TABLE ag2_tasks (
     member_id TEXT NOT NULL,
     event_id TEXT NOT NULL,
