@@ -100,7 +100,7 @@ class Main(click.Group):
             if not as_json:
                 exc.show()
                 sys.exit(exc.exit_code)
-            from agentpost.cli.common import EXIT_USAGE, fail
+            from agentpost.cli.failing import EXIT_USAGE, fail
 
             fail(True, USAGE_ERROR, exc.format_message(), False, exc.exit_code or EXIT_USAGE)
         except click.Abort:
@@ -115,7 +115,7 @@ class Main(click.Group):
         except Exception as exc:
             if os.environ.get("AGENTPOST_DEBUG") == "1":
                 raise
-            from agentpost.cli.common import EXIT_FINAL, fail
+            from agentpost.cli.failing import EXIT_FINAL, fail
 
             message = f"{type(exc).__name__}: {exc} (AGENTPOST_DEBUG=1 shows where)"
             fail(as_json, "internal", message, False, EXIT_FINAL)

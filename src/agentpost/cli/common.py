@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import click
 import msgspec
@@ -31,15 +31,19 @@ from rich.table import Table
 
 from agentpost.cli import secrets
 from agentpost.cli.app import hub_option
+from agentpost.cli.failing import (  # the commands import these from here
+    EXIT_FINAL,
+    EXIT_RETRY,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,  # noqa: F401
+    err_console,
+    fail,
+)
 from agentpost.client import HubClient, HubError, HubUnavailable, HubUnreachable
 from agentpost.client.errors import NotConfigured
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
-EXIT_FINAL = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
-EXIT_RETRY = 75
 
 # A followed stream that is cut waits this long before it reconnects, doubling to the cap.
 RECONNECT_FIRST = 0.5
@@ -47,7 +51,6 @@ RECONNECT_MAX = 10.0
 
 # soft_wrap: a long line stays one line (an id split over two lines cannot be copied).
 console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
 
 
 def _reader_left() -> None:
@@ -121,16 +124,6 @@ def emit(as_json: bool, data: Any, human: Callable[[], None]) -> None:
         sys.stdout.write(msgspec.json.encode(data).decode() + "\n")
     else:
         human()
-
-
-def fail(as_json: bool, code: str, message: str, retryable: bool, exit_code: int) -> NoReturn:
-    if as_json:
-        body = {"error": {"code": code, "message": message, "retryable": retryable}}
-        sys.stdout.write(msgspec.json.encode(body).decode() + "\n")
-        sys.stdout.flush()
-    else:
-        err_console.print(f"[red]error[/red] {escape(code)}: {escape(message)}", highlight=False)
-    sys.exit(exit_code)
 
 
 @contextmanager

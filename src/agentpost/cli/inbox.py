@@ -200,7 +200,8 @@ def room_settings(
 
 
 def _attach() -> None:
-    from agentpost.cli import inbox_hook as _inbox_hook  # noqa: F401  (adds `inbox hook`)
+    # `inbox hook` is added by cli/inbox_hook.py, which cli/app.py loads beside this
+    # module for the `inbox` command.
     from agentpost.cli.rooms import room
 
     room.add_command(room_settings)

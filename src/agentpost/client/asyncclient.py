@@ -11,7 +11,6 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
-from urllib.parse import unquote
 
 import httpx
 import msgspec
@@ -40,7 +39,7 @@ from agentpost.client.models import (
     Thread,
     ThreadSend,
 )
-from agentpost.client.paths import INVALID_REQUEST, checked_path, segment
+from agentpost.client.paths import INVALID_REQUEST, checked_path, filename_of, segment
 from agentpost.client.transport import PooledTransport
 from agentpost.core.ids import (
     IDEMPOTENCY_KEY,
@@ -722,7 +721,7 @@ class AsyncHubClient:
                     digest.update(chunk)
                     size += len(chunk)
                 expected = resp.headers.get("x-content-sha256")
-                name = _filename(resp.headers.get("content-disposition", ""))
+                name = filename_of(resp.headers.get("content-disposition", ""))
         except httpx.TransportError as exc:
             raise HubUnreachable(
                 f"download from {self.hub} cut: {exc or type(exc).__name__}"
@@ -815,29 +814,6 @@ class AsyncHubClient:
     async def send_state(self, room_id: str, key: str) -> SendState | None:
         """What the hub recorded for the Idempotency-Key `key` in the room; None: unused."""
         return await threads.send_state(self, room_id, key)
-
-
-def _filename(disposition: str) -> str | None:
-    """The file name of a Content-Disposition header (RFC 6266 `filename*` or `filename`),
-    reduced to its last path part so it can never name a place outside the cwd."""
-    _, params = _header_params(disposition)
-    name = params.get("filename*") or params.get("filename")
-    if not name:
-        return None
-    if name.lower().startswith("utf-8''"):
-        name = unquote(name[7:])
-    base = name.replace("\\", "/").rsplit("/", 1)[-1].strip()
-    return None if base in ("", ".", "..") else base
-
-
-def _header_params(header: str) -> tuple[str, dict[str, str]]:
-    """`value; a=b; c="d"` → ("value", {"a": "b", "c": "d"})."""
-    parts = [p.strip() for p in header.split(";")]
-    params: dict[str, str] = {}
-    for p in parts[1:]:
-        key, _, value = p.partition("=")
-        params[key.strip().lower()] = value.strip().strip('"')
-    return parts[0], params
 
 
 async def _sse_frames(resp: httpx.Response) -> AsyncIterator[tuple[int | None, bytes]]:

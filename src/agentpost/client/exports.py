@@ -10,17 +10,15 @@ have answered it before the first byte.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import httpx
 import msgspec
 
+from agentpost.client.calls import HubCalls
 from agentpost.client.errors import HubError, HubRefused, HubUnavailable
-from agentpost.client.paths import segment
+from agentpost.client.paths import filename_of, segment
 from agentpost.core import export as fmt
-
-if TYPE_CHECKING:
-    from agentpost.client.asyncclient import AsyncHubClient
 
 CUT_SHORT = "export_cut_short"
 _TAIL = 64 * 1024  # an end line is far shorter: the tail of the bytes holds it whole
@@ -61,7 +59,7 @@ def error_of(body: dict[str, Any]) -> HubError:
 
 
 async def export_room(
-    client: AsyncHubClient, room_id: str, sink: BinaryIO, format: str, files: str
+    client: HubCalls, room_id: str, sink: BinaryIO, format: str, files: str
 ) -> Export:
     path = f"/v1/rooms/{segment(room_id, 'room id')}/export"
     size = 0
@@ -89,7 +87,7 @@ async def lines(resp: httpx.Response) -> AsyncIterator[bytes]:
 
 
 async def export_workspace(
-    client: AsyncHubClient, workspace: str, on_line: Callable[[bytes], None]
+    client: HubCalls, workspace: str, on_line: Callable[[bytes], None]
 ) -> dict[str, Any]:
     """Hand each line of the operator's export of `workspace` to `on_line`; the end line's
     object once it is whole."""
@@ -111,7 +109,6 @@ async def export_workspace(
 
 
 def _disposition_name(resp: httpx.Response) -> str | None:
-    from agentpost.client.asyncclient import _filename
 
-    found = _filename(resp.headers.get("content-disposition", ""))
+    found = filename_of(resp.headers.get("content-disposition", ""))
     return fmt.safe_file_name(found) if found else None

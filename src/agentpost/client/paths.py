@@ -8,6 +8,7 @@ archiving), so it is refused here, before any URL is made, whoever the caller is
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 from agentpost.client.errors import HubRefused
 
@@ -39,3 +40,26 @@ def checked_path(path: str) -> str:
             "`_`, `.`, `~` between `/`; no `.` or `..`, no query); nothing was sent",
         )
     return path
+
+
+def filename_of(disposition: str) -> str | None:
+    """The file name of a Content-Disposition header (RFC 6266 `filename*` or `filename`),
+    reduced to its last path part so it can never name a place outside the cwd."""
+    _, params = _header_params(disposition)
+    name = params.get("filename*") or params.get("filename")
+    if not name:
+        return None
+    if name.lower().startswith("utf-8''"):
+        name = unquote(name[7:])
+    base = name.replace("\\", "/").rsplit("/", 1)[-1].strip()
+    return None if base in ("", ".", "..") else base
+
+
+def _header_params(header: str) -> tuple[str, dict[str, str]]:
+    """`value; a=b; c="d"` → ("value", {"a": "b", "c": "d"})."""
+    parts = [p.strip() for p in header.split(";")]
+    params: dict[str, str] = {}
+    for p in parts[1:]:
+        key, _, value = p.partition("=")
+        params[key.strip().lower()] = value.strip().strip('"')
+    return parts[0], params

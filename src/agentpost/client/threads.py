@@ -14,11 +14,11 @@ from __future__ import annotations
 import os
 import secrets
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import httpx
 import msgspec
 
+from agentpost.client.calls import HubCalls
 from agentpost.client.errors import (
     HubError,
     HubRefused,
@@ -29,9 +29,6 @@ from agentpost.client.errors import (
 from agentpost.client.models import Room, SendState, Thread, ThreadSend
 from agentpost.client.paths import segment
 from agentpost.core.thread_key import ACTING_FOR_ENV, InvalidKey, check_key, command_id
-
-if TYPE_CHECKING:
-    from agentpost.client.asyncclient import AsyncHubClient
 
 THREAD_KIND = "thread"
 SENT = "sent"
@@ -118,7 +115,7 @@ def _translated(exc: HubError) -> HubError:
 
 
 async def ensure_thread(
-    c: AsyncHubClient, workspace: str, name: str, owner: str | None = None
+    c: HubCalls, workspace: str, name: str, owner: str | None = None
 ) -> Thread:
     body = {"name": name} if owner is None else {"name": name, "owner": owner}
     resp = await c.request(
@@ -127,7 +124,7 @@ async def ensure_thread(
     return msgspec.convert(resp.json(), Thread)
 
 
-async def _thread_room(c: AsyncHubClient, thread: str) -> Room:
+async def _thread_room(c: HubCalls, thread: str) -> Room:
     """The thread by id (or by the name of a room you take part in); a channel is no thread."""
     room = await c.room(await c.resolve_room(thread))
     if room.kind != THREAD_KIND:
@@ -135,7 +132,7 @@ async def _thread_room(c: AsyncHubClient, thread: str) -> Room:
     return room
 
 
-async def set_thread_archived(c: AsyncHubClient, thread: str, archived: bool) -> Room:
+async def set_thread_archived(c: HubCalls, thread: str, archived: bool) -> Room:
     try:
         room = await _thread_room(c, thread)
     except HubRefused as exc:
@@ -143,7 +140,7 @@ async def set_thread_archived(c: AsyncHubClient, thread: str, archived: bool) ->
     return await c.set_archived(room.id, archived)
 
 
-async def send_state(c: AsyncHubClient, room_id: str, key: str) -> SendState | None:
+async def send_state(c: HubCalls, room_id: str, key: str) -> SendState | None:
     """What the hub recorded for `key` (the Idempotency-Key as sent) in the room; None when
     nothing is (the key is unused)."""
     try:
@@ -172,7 +169,7 @@ def _from_record(state: SendState, thread_id: str, text: str, cmd: str) -> Threa
 
 
 async def _learned(
-    c: AsyncHubClient, refused: HubRefused, thread_id: str, text: str, cmd: str
+    c: HubCalls, refused: HubRefused, thread_id: str, text: str, cmd: str
 ) -> ThreadSend | None:
     """After a refusal about the thread (or the sender's place in it): the delivery the hub
     recorded for `cmd` before, if any and if it can be learned now."""
@@ -186,7 +183,7 @@ async def _learned(
 
 
 async def thread_send(
-    c: AsyncHubClient,
+    c: HubCalls,
     thread: str,
     text: str,
     key: str | None = None,
@@ -223,7 +220,7 @@ async def thread_send(
     return await _post(c, thread_id, text, cmd)
 
 
-async def _post(c: AsyncHubClient, thread_id: str, text: str, cmd: str) -> ThreadSend:
+async def _post(c: HubCalls, thread_id: str, text: str, cmd: str) -> ThreadSend:
     for attempt in range(2):
         try:
             res = await c.post_message(thread_id, text, key=cmd)

@@ -19,27 +19,17 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentpost.core.errors import AgentpostError, StorageUnavailable
 from agentpost.core.queues import take_batch
-from agentpost.store.engine import CrashPoints, UndoJob
+from agentpost.store.engine import AsData, CrashPoints, Runner, UndoJob
+
+__all__ = ["AsData", "GroupCommitWriter", "JobState", "Runner"]
 
 log = logging.getLogger("agentpost.store")
 
 MAX_BATCH = 512
-
-# A runner's answer per item: (result, wake-up keys), or None to run the item's own job.
-Runner = Callable[[Any, list[Any]], list[tuple[Any, list[str]] | None]]
-
-
-@dataclass(frozen=True, slots=True)
-class AsData:
-    """A job's write as data for `runner`, which writes many such items at once."""
-
-    runner: Runner
-    item: Any
 
 
 _Job = tuple[

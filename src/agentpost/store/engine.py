@@ -11,14 +11,24 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-
-if TYPE_CHECKING:
-    from agentpost.store.batch import AsData
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
 Params = Sequence[object]
+
+# A runner's answer per item: (result, wake-up keys), or None to run the item's own job.
+Runner = Callable[[Any, list[Any]], list[tuple[Any, list[str]] | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class AsData:
+    """A job's write as data for `runner`, which writes many such items at once (the group
+    commit writer, store/batch.py, runs consecutive ones of a batch together)."""
+
+    runner: Runner
+    item: Any
 
 log = logging.getLogger("agentpost.store")
 

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from agentpost.hub.routing import answers, cause, fences, receipts
-from agentpost.hub.schemas import EventCause
+from agentpost.hub.routing.decision import Decision, Message
+
+__all__ = ["Decision", "Message", "route"]
 from agentpost.store import members, rooms
 from agentpost.store.engine import Tx
 from agentpost.store.models import Member, Room
@@ -55,36 +56,6 @@ WORKER_OWNED = ("agentpost/notice",)
 STOP = "/stop"
 
 _MENTION = re.compile(r"(?<![\w@])@([a-z0-9][a-z0-9_-]{0,62})")
-
-
-@dataclass
-class Decision:
-    """The routing outcome: who is woken, the reason (`route`), server-owned marks for this
-    event, agents a human targeted that join the room, the targets an agent's own mentions
-    woke (what the fences withhold), and hub notices to post after the event."""
-
-    targets: list[Member]
-    route: str
-    marks: dict[str, Any] = field(default_factory=dict)
-    joins: list[Member] = field(default_factory=list)
-    mentions: list[Member] = field(default_factory=list)
-    notices: list[fences.Notice] = field(default_factory=list)
-    cause: EventCause | None = None  # an agent-caused event's cause (cause.py)
-
-
-@dataclass(frozen=True)
-class Message:
-    event_id: str
-    text: str
-    in_reply_to: str | None
-    reply_kind: str | None
-    # An A2A `SendMessage` (hub/a2a): a delegation to the agents it names, whoever sends it,
-    # so a person's call is marked too and its answer is a receipt (§14).
-    delegate: bool = False
-    # The event the post says it serves: the trigger of the Worker's Turn (taken from a
-    # post fenced by the Worker's lease) or of an agent's A2A call that comes back as a
-    # person's (hub/a2a). Taken only if that event woke the sender (cause.py).
-    trigger: str | None = None
 
 
 def strip_server_owned(metadata: dict[str, Any], worker: bool = False) -> dict[str, Any]:

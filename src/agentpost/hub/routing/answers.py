@@ -8,18 +8,14 @@ the name after a hard removal is not told what was answered to the old one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import msgspec
 
 from agentpost.hub.routing import fences
+from agentpost.hub.routing.decision import Decision, Message
 from agentpost.hub.schemas import Event
 from agentpost.store import events, members, receipts, rooms
 from agentpost.store.engine import Tx
 from agentpost.store.models import Member, Room
-
-if TYPE_CHECKING:
-    from agentpost.hub.routing import Decision, Message
 
 
 def tell_asker(tx: Tx, room: Room, replier: Member, msg: Message, decision: Decision) -> Decision:

@@ -18,21 +18,20 @@ human message causes a bounded amount of traffic.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from agentpost.core.clock import now_ms
 from agentpost.core.ids import new_id
+from agentpost.hub.routing.decision import Decision, Message, Notice
 from agentpost.hub.schemas import Event
 from agentpost.store import events
 from agentpost.store import fences as store
 from agentpost.store.engine import Tx
 from agentpost.store.models import Member, Room
 
-if TYPE_CHECKING:
-    from agentpost.hub.routing import Decision, Message
+__all__ = ["Notice", "fence_budget", "fence_depth", "fence_origin"]
+
 
 DEPTH = "delegation_depth"
 DEPTH_LIMIT = "depth_limit"
@@ -47,15 +46,6 @@ ORIGIN_ENV = "AGENTPOST_ORIGIN_WAKEUPS"
 DEFAULT_ORIGIN_WAKEUPS = 24
 MAX_DEPTH_LIMIT = 100
 MAX_WAKEUPS_LIMIT = 100_000
-
-
-@dataclass(frozen=True)
-class Notice:
-    """A hub notice to post right after the event, in its transaction (type `notice`)."""
-
-    id: str
-    text: str
-    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 def depth_of(ev: Event | None) -> int:
