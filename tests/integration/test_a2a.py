@@ -1,6 +1,6 @@
-"""Agent members as A2A agents (DESIGN.md §14, docs/a2a.md), called with the real `a2a-sdk`
-client: the card resolved, `messageId` as the Idempotency-Key (one event and one task for a
-retry, a conflict refused), states followed from delivery and the receipt, streaming,
+"""Agent members as A2A agents (docs/architecture.md#a2a, docs/a2a.md), called with the real
+`a2a-sdk` client: the card resolved, `messageId` as the Idempotency-Key (one event and one task for
+a retry, a conflict refused), states followed from delivery and the receipt, streaming,
 cancel, and refusals. The agent's side is played through the HTTP API here (its inbox and a
 receipt); tests/connect/test_a2a_worker.py puts a real Worker and ACP agent behind it."""
 

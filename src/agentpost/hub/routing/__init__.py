@@ -89,7 +89,7 @@ def live_mentions(db: Tx, sender: Member, text: str) -> list[Member]:
 
 def delegation_marks(sender: Member, targets: list[Member]) -> dict[str, Any]:
     """`delegated_by` / `delegated_to` name the ends for people; `delegated_to_ids` are who
-    may answer (a name freed by a hard removal is a new identity, DESIGN.md §4 "Identity").
+    may answer (a name freed by a hard removal is a new identity, docs/architecture.md#identity).
     The delegator is the event's `sender_id`."""
     agents = [m for m in targets if m.kind == "agent"]
     if not agents:

@@ -2,7 +2,7 @@
 message of a live person (a human member, current participant) wakes that person, once per
 (E, replier), in every mode. It is no receipt (no `reply_kind` needed) and changes none of
 the agent-to-agent rules: the person is added to whatever the agent's message routed to.
-The person is the replied event's `sender_id` (DESIGN.md §4 "Identity"): a member who took
+The person is the replied event's `sender_id` (docs/architecture.md#identity): a member who took
 the name after a hard removal is not told what was answered to the old one.
 """
 

@@ -1,5 +1,5 @@
-"""Depth and budget (docs/delegation.md, DESIGN.md §4 "Depth"): whatever agents write, one
-human message causes a bounded amount of traffic.
+"""Depth and budget (docs/delegation.md, docs/architecture.md#depth-and-budget): whatever agents
+write, one human message causes a bounded amount of traffic.
 
 - Every agent-caused routed event carries a server-owned `delegation_depth` (absent: 0, a
   person's message or a message in no chain): a delegation is one deeper than the event it
