@@ -18,6 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentpost.core.clock import now_ms
 from agentpost.core.errors import AgentpostError, Code
 from agentpost.core.ids import new_token, token_hash
 from agentpost.hub.a2a import push as a2a_push
@@ -55,6 +56,7 @@ from agentpost.hub.routes import (
     threads,
     web,
 )
+from agentpost.hub.routing import fences
 from agentpost.hub.routing.router import LlmSettings, Outbound
 from agentpost.hub.state import Hub
 from agentpost.hub.streams import StreamSlots
@@ -190,6 +192,11 @@ async def _sweep_once(hub: Hub, kept: RetentionSweep) -> None:
         hub.metrics.keys_swept.inc(n)
     except AgentpostError as exc:
         log.warning("key sweep skipped: %s", exc.message)
+    try:
+        while await hub.engine.write(lambda tx: fences.forget_origins(tx, now_ms())) >= 1000:
+            pass  # in batches, so the sweep never holds the writer long
+    except AgentpostError as exc:
+        log.warning("origin sweep skipped: %s", exc.message)
     try:
         swept = await kept.sweep()
     except AgentpostError as exc:

@@ -130,3 +130,12 @@ def woke_agent_of(db: Db, workspace_id: str, room_id: str, seq: int) -> bool:
         )
         is not None
     )
+
+
+def forget_origins(db: Db, not_before: int, limit: int) -> int:
+    """Delete up to `limit` origin totals begun before `not_before` (ms); the number."""
+    return db.run(
+        "DELETE FROM origin_wakeups WHERE origin IN (SELECT origin FROM origin_wakeups"
+        " WHERE created_at < ? LIMIT ?)",
+        (not_before, limit),
+    )

@@ -120,6 +120,16 @@ def fence_origin(
     return decision
 
 
+# An origin's total is kept this long after its chain began, then forgotten by the sweep
+# (a chain still running a month later counts anew); a busy hub keeps one small row each.
+ORIGIN_KEEP_MS = 30 * 86_400_000
+
+
+def forget_origins(tx: Tx, now: int, limit: int = 1000) -> int:
+    """The sweep's part: origin totals older than `ORIGIN_KEEP_MS`, at most `limit`."""
+    return store.forget_origins(tx, now - ORIGIN_KEEP_MS, limit)
+
+
 def origin_wakeups() -> int:
     raw = os.environ.get(ORIGIN_ENV, "")
     try:
