@@ -65,7 +65,7 @@ def test_claude_not_installed_says_how_to_install_it(connected: Connected, tmp_p
     lines = _refused(connected, "claude", {"PATH": str(tmp_path / "empty")})
     assert lines == [
         "error: claude-agent-acp (--agent claude) is not on PATH: install it with `npm install "
-        "-g @zed-industries/claude-agent-acp`, or set AGENTPOST_CLAUDE_ACP to its path"
+        "-g @agentclientprotocol/claude-agent-acp`, or set AGENTPOST_CLAUDE_ACP to its path"
     ]
 
 
@@ -166,3 +166,23 @@ def test_claude_as_another_user_needs_no_is_sandbox(tmp_path: Path) -> None:
     assert "set IS_SANDBOX=1" in known_agents.resolve("claude", env, 0).problems[0]
     assert known_agents.resolve("claude", env | {"IS_SANDBOX": "1"}, 0).problems == []
     assert known_agents.resolve("claude", env, 1000).argv == [str(adapter)]
+
+
+def test_the_maintained_adapters_are_named_and_a_legacy_one_still_runs(tmp_path: Path) -> None:
+    """Both adapters moved to @agentclientprotocol (mid-2026); one found under the old
+    @zed-industries name runs, with a note that it is no longer maintained."""
+    assert known_agents.KNOWN["claude"].npm == "@agentclientprotocol/claude-agent-acp"
+    assert known_agents.KNOWN["codex"].npm == "@agentclientprotocol/codex-acp"
+    (tmp_path / "@zed-industries").mkdir()
+    legacy = _bin(tmp_path / "@zed-industries" / "codex-acp", "codex-acp", "#!/bin/sh\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "codex-acp").symlink_to(legacy)
+    env = {"PATH": str(bin_dir), "TMPDIR": str(tmp_path), "AGENTPOST_CODEX_ACP": ""}
+    found = known_agents.resolve("codex", env, 1000)
+    assert found.argv == [str(bin_dir / "codex-acp")]
+    assert [n for n in found.notes if "@zed-industries/codex-acp, no longer maintained" in n]
+    assert "npm install -g @agentclientprotocol/codex-acp" in found.notes[0]
+    (tmp_path / "@agentclientprotocol").mkdir()
+    current = _bin(tmp_path / "@agentclientprotocol" / "x", "claude-agent-acp", "#!/bin/sh\n")
+    assert known_agents.resolve("claude", {"PATH": str(current.parent)}, 1000).notes == []

@@ -44,9 +44,15 @@ TOOLS: dict[str, dict[str, Callable[[str], ToolCall]]] = {
             {"cmd": a, "sandbox_permissions": "require_escalated", "justification": "run it"},
         ),
         "read": lambda a: ToolCall("exec_command", {"cmd": f"cat {_q(a)}"}),
+        # A write in its repo is unasked in `workspace-write`; escalated, it is asked in any
+        # mode where Codex asks at all.
         "write": lambda a: ToolCall(
             "exec_command",
-            {"cmd": f"printf %s {_q(a.split(' ', 1)[1])} > {_q(a.split(' ', 1)[0])}"},
+            {
+                "cmd": f"printf %s {_q(a.split(' ', 1)[1])} > {_q(a.split(' ', 1)[0])}",
+                "sandbox_permissions": "require_escalated",
+                "justification": "write it",
+            },
         ),
     },
     "gemini": {

@@ -65,22 +65,51 @@ def test_each_wake_up_gets_one_reply(room: Room, agent: Agent) -> None:
         assert len(room.replies_to(ev["id"])) == 1
 
 
+# A command that writes a file: no agent counts it as read-only (Claude Code runs `printf`
+# alone unasked, even in its asking mode).
+RUN = "printf '{0}-marker-%d' 42 | tee {1}"
+
+
 def test_a_permission_is_refused_by_default(room: Room, agent: Agent) -> None:
-    room.worker(agent.command, agent.env)
-    ev = room.say("alice", "@bot fake:run printf 'refused-marker-%d' 42")
+    """Whatever mode the adapter opens its sessions in (claude-agent-acp `auto`, codex-acp
+    `agent`), the Worker puts them in the one where the agent asks: refused, nothing runs."""
+    w = room.worker(agent.command, agent.env)
+    marker = room.tmp / "ran-refused.txt"
+    ev = room.say("alice", "@bot fake:run " + RUN.format("refused", marker))
     reply = room.wait_reply(ev["id"])
     assert "refused-marker-42" not in reply["text"]
     assert not any("refused-marker-42" in out for out in agent.tool_outputs())
     assert "permission" in reply["text"].lower(), reply["text"]
+    assert not marker.exists()
+    if agent.vendor != "gemini":  # Gemini CLI opens sessions asking, and names no mode
+        assert re.search(r"session \S+ in mode (default|read-only)\b", w.log()), w.log()
+
+
+def test_a_write_is_refused_by_default(room: Room, agent: Agent) -> None:
+    room.worker(agent.command, agent.env)
+    target = room.tmp / "repo-bot" / "written.txt"
+    ev = room.say("alice", f"@bot fake:write {target} not-allowed")
+    room.wait_reply(ev["id"])
+    assert not target.exists()
 
 
 def test_a_permission_is_allowed_by_kind(room: Room, agent: Agent) -> None:
     room.worker(agent.command, agent.env, "--allow-permission", "allow_once")
-    ev = room.say("alice", "@bot fake:run printf 'allowed-marker-%d' 42")
+    marker = room.tmp / "ran-allowed.txt"
+    ev = room.say("alice", "@bot fake:run " + RUN.format("allowed", marker))
     reply = room.wait_reply(ev["id"])
     assert "allowed-marker-42" in reply["text"], reply["text"]
+    assert marker.read_text() == "allowed-marker-42"
     # The text before and after the tool call are two paragraphs, not glued together.
     assert reply["text"].startswith("Let me do that.\n\nfake-model: tool done"), reply["text"]
+
+
+def test_a_write_is_allowed_by_kind(room: Room, agent: Agent) -> None:
+    room.worker(agent.command, agent.env, "--allow-permission", "allow_once")
+    target = room.tmp / "repo-bot" / "written.txt"
+    ev = room.say("alice", f"@bot fake:write {target} allowed-text")
+    reply = room.wait_reply(ev["id"])
+    assert target.read_text() == "allowed-text", reply["text"]
 
 
 def test_an_attachment_is_read_under_the_default_policy(room: Room, agent: Agent) -> None:

@@ -78,6 +78,13 @@ PERMISSION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always"
 @click.option("--collaborator", "collaborators", multiple=True, help="Also answer this member.")
 @click.option("--egress-root", "egress_roots", multiple=True, type=click.Path(path_type=Path))
 @click.option("--allow-permission", "allow", multiple=True, type=click.Choice(PERMISSION_KINDS))
+@click.option(
+    "--agent-mode",
+    default=None,
+    help="Run the agent's sessions in this mode of its own (e.g. auto, agent): it then decides "
+    "alone what it does, and the Worker is asked only what that mode asks. By default the "
+    "Worker puts each session in the mode in which the agent asks before it acts.",
+)
 @click.option("--turn-timeout", type=float, default=1800.0, show_default=True, help="Seconds.")
 @click.option(
     "--hub-timeout",
@@ -106,6 +113,7 @@ def connect(
     collaborators: tuple[str, ...],
     egress_roots: tuple[Path, ...],
     allow: tuple[str, ...],
+    agent_mode: str | None,
     turn_timeout: float,
     hub_timeout: float,
     takeover: bool,
@@ -163,6 +171,8 @@ def connect(
         command = known_agents.resolve(agent_cmd, os.environ, os.geteuid())
         argv = command.argv
         problems += command.problems
+        for note in command.notes:
+            err_console.print(f"note: {note}", highlight=False)
     for root in egress_roots:
         if not root.is_dir():
             problems.append(f"--egress-root {root} is not a directory")
@@ -209,6 +219,7 @@ def connect(
         collaborators=list(collaborators),
         egress_roots=[r.resolve() for r in egress_roots],
         allow_permissions=list(allow),
+        agent_mode=agent_mode,
         turn_timeout=turn_timeout,
         agent_start_wait=min(60.0, turn_timeout),
         hub_timeout=hub_timeout,

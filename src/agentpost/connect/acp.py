@@ -11,7 +11,13 @@ What this module owns, because the SDK does not (docs/connect.md):
   task of its own, after validating it), so a Turn's chunks keep their order;
 - every `_…` request goes to the Worker's extension handler, in a task of ours that the
   agent going away never cancels (an accepted delivery runs to completion), answered on
-  the same stdio; an unknown one is -32601, a malformed one -32602.
+  the same stdio; an unknown one is -32601, a malformed one -32602;
+- what the agent says beside its reply: it is told the Worker takes `notice` updates
+  (`clientCapabilities.session.notices`), which are logged, never reply text;
+- `authenticate` with the method the environment provides, when `session/new` answers
+  `auth_required`; an agent that refuses ACP v1 is `ProtocolRefused`, never retried;
+- each session's modes (`session/set_mode`), which the Worker's policy chooses
+  (connect/permissions.py, DESIGN.md §6 "The agent's own modes never bypass the Worker").
 The SDK is imported lazily, only when an agent is spawned.
 """
 
@@ -63,6 +69,12 @@ class AgentBroken(AgentFailed):
     connection): it is cut off and restarted (docs/connect.md "When the agent fails")."""
 
 
+class ProtocolRefused(Exception):
+    """The agent refuses the ACP protocol version the Worker speaks (v1): a start error,
+    never retried (DESIGN.md §6). `str()` is one line naming what to change; the agent's own
+    message is in the Worker's log."""
+
+
 class SessionFailed(AgentFailed):
     """`session/new` failed: the agent answered it with an error (`code` set), or with what
     cannot be read. `str()` is the Worker's words and the code (it can reach a room);
@@ -84,6 +96,28 @@ ERROR_NAMES = {
     -32603: "internal_error",
     -32000: "auth_required",
     -32002: "resource_not_found",
+    -32022: "unsupported_protocol_version",
+}
+AUTH_REQUIRED = -32000
+UNSUPPORTED_PROTOCOL = -32022
+# Where an adapter that also speaks ACP v2 is told to speak v1 (docs/connect.md "ACP v2").
+PROTOCOL_SETTINGS = {
+    "claude-agent-acp": "CLAUDE_AGENT_ACP_PROTOCOL=v1 (or unset it)",
+}
+# Auth methods the Worker may call: by id or by `_meta["api-key"].provider`, the variables
+# that must hold a key. Anything else (a browser login, a terminal) needs a person.
+AUTH_ENV_BY_ID = {
+    "api-key": ("CODEX_API_KEY", "OPENAI_API_KEY"),  # codex-acp
+    "openai-api-key": ("OPENAI_API_KEY",),
+    "codex-api-key": ("CODEX_API_KEY",),
+    "anthropic-api-key": ("ANTHROPIC_API_KEY",),
+    "gemini-api-key": ("GEMINI_API_KEY",),  # Gemini CLI
+}
+AUTH_ENV_BY_PROVIDER = {
+    "openai": ("CODEX_API_KEY", "OPENAI_API_KEY"),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY",),
+    "google": ("GEMINI_API_KEY",),
 }
 
 
@@ -108,6 +142,7 @@ class Update:
     name: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
     update: str = ""
+    message_id: str = ""  # the ACP `messageId` of a message chunk: another one is another message
 
 
 @dataclass(frozen=True)
@@ -132,6 +167,54 @@ class PermissionAsk:
         """The tool call in a few words, for the log and a reply."""
         shown = " ".join(redact(self.title).split())[:200]
         return shown or (f"a tool call of kind {self.kind}" if self.kind else "a tool call")
+
+
+@dataclass
+class SessionModes:
+    """A session's modes as the agent advertised them in `session/new` (ids, in its
+    order), and the one it is in now (kept up to date by `current_mode_update`)."""
+
+    current: str
+    available: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AuthChoice:
+    """The `authenticate` method the environment provides (None: none fits), and why, in
+    one line for the log (never a key's value)."""
+
+    method_id: str | None
+    why: str
+
+
+def choose_auth(methods: list[dict[str, Any]], env: Mapping[str, str]) -> AuthChoice:
+    """The first auth method the agent offers whose key is in `env`: an `env_var` method
+    with every required variable set, or a known API-key method whose variable is set."""
+    offered: list[str] = []
+    for m in methods:
+        raw_id = m.get("id") if isinstance(m.get("id"), str) else m.get("methodId")
+        if not isinstance(raw_id, str):
+            continue
+        mid: str = raw_id
+        offered.append(mid)
+        if m.get("type") == "env_var" and isinstance(m.get("vars"), list):
+            needed = [str(v["name"]) for v in m["vars"] if isinstance(v, dict)
+                      and not v.get("optional") and isinstance(v.get("name"), str)]
+            if needed and all(env.get(n, "").strip() for n in needed):
+                return AuthChoice(mid, f"{mid} ({', '.join(needed)} set)")
+            continue
+        api = _dict(_dict(m.get("_meta")).get("api-key"))
+        names = AUTH_ENV_BY_ID.get(mid) or AUTH_ENV_BY_PROVIDER.get(str(api.get("provider", "")), ())
+        found = [n for n in names if env.get(n, "").strip()]
+        if found:
+            return AuthChoice(mid, f"{mid} ({found[0]} set)")
+    if not offered:
+        return AuthChoice(None, "the agent offers no auth method")
+    return AuthChoice(
+        None,
+        f"none of the agent's auth methods ({', '.join(offered)}) is one the Worker can use "
+        "with what its environment holds (an API key variable such as OPENAI_API_KEY)",
+    )
 
 
 @dataclass(frozen=True)
@@ -368,6 +451,11 @@ class AgentConnection:
         self.stderr_bytes = 0
         self.cut_reason: str | None = None
         self.agent_meta: dict[str, Any] = {}
+        self.auth_methods: list[dict[str, Any]] = []  # as the initialize response lists them
+        self.authenticated: str | None = None  # the method `authenticate` succeeded with
+        self.modes: dict[str, SessionModes] = {}  # ACP session id → its modes
+        self.settled_modes: dict[str, str] = {}  # ACP session id → the mode the Worker set
+        self.notices = 0
 
     @property
     def pid(self) -> int | None:
@@ -390,9 +478,15 @@ class AgentConnection:
 
     async def start(self, client_meta: dict[str, Any], timeout: float = 30.0) -> None:
         """Spawn the agent and initialize; `AgentFailed` if it cannot be started."""
-        from acp import PROTOCOL_VERSION
+        from acp import PROTOCOL_VERSION, RequestError
         from acp.client.connection import ClientSideConnection
-        from acp.schema import ClientCapabilities, Implementation
+        from acp.schema import (
+            ClientCapabilities,
+            Implementation,
+            InitializeRequest,
+            InitializeResponse,
+        )
+        from acp.utils import serialize_params
 
         from agentpost import __version__
 
@@ -424,22 +518,47 @@ class AgentConnection:
         if isinstance(recv, asyncio.Future):
             recv.add_done_callback(self._receive_ended)
         caps = ClientCapabilities(field_meta=client_meta or None)
+        request = InitializeRequest(
+            protocol_version=PROTOCOL_VERSION,
+            client_capabilities=caps,
+            client_info=Implementation(name="agentpost", version=__version__),
+            field_meta=client_meta or None,
+        )
+        params = serialize_params(request)
+        # The Worker takes `notice` updates (logged, never reply text): adapters that know
+        # the capability send their warnings so instead of as message text. The SDK's
+        # schema has no field for it yet, so it is added to the wire form.
+        params.setdefault("clientCapabilities", {}).setdefault("session", {})["notices"] = {}
         try:
-            resp = await asyncio.wait_for(
-                self._conn.initialize(
-                    protocol_version=PROTOCOL_VERSION,
-                    client_capabilities=caps,
-                    client_info=Implementation(name="agentpost", version=__version__),
-                    **client_meta,
-                ),
-                timeout,
-            )
+            raw = await asyncio.wait_for(self._conn._conn.send_request("initialize", params), timeout)
+            resp = InitializeResponse.model_validate(raw)
+        except RequestError as exc:
+            await self.close()
+            said = redact(f"{exc} {json.dumps(exc.data) if _jsonable(exc.data) else ''}")[:500]
+            log.error("initialize refused by the agent (%s): %s", exc.code, said)
+            if exc.code == UNSUPPORTED_PROTOCOL or "protocol version" in str(exc).lower():
+                raise ProtocolRefused(self._protocol_refused()) from exc
+            raise AgentFailed(self._why(f"initialize failed ({type(exc).__name__})")) from exc
         except (ConnectionError, OSError, TimeoutError, Exception) as exc:
             await self.close()
             log.error("initialize failed: %s", redact(repr(exc))[:500])
             raise AgentFailed(self._why(f"initialize failed ({type(exc).__name__})")) from exc
+        if resp.protocol_version != PROTOCOL_VERSION:
+            await self.close()
+            log.error("the agent answered initialize with protocol version %s", resp.protocol_version)
+            raise ProtocolRefused(self._protocol_refused())
         caps_meta = resp.agent_capabilities.field_meta if resp.agent_capabilities else None
         self.agent_meta = dict(caps_meta or {})
+        methods = raw.get("authMethods") if isinstance(raw, dict) else None
+        self.auth_methods = [m for m in methods or [] if isinstance(m, dict)]
+
+    def _protocol_refused(self) -> str:
+        program = os.path.basename(self.argv[0]) if self.argv else "the agent"
+        setting = PROTOCOL_SETTINGS.get(program)
+        how = (f"set {setting} in the Worker's environment" if setting
+               else "start it in a mode that speaks ACP v1")
+        return (f"{program} refuses ACP protocol version 1, the one this Worker speaks: {how} "
+                "(docs/connect.md \"ACP v2\"; the Worker's log has the agent's message)")
 
     def _why(self, fallback: str) -> str:
         """Why the agent failed, in the Worker's own words: this can reach the room, so the
@@ -459,9 +578,16 @@ class AgentConnection:
         if roots:
             meta = {**meta, "additionalRoots": roots}
         try:
-            resp = await self._conn.new_session(
-                cwd=str(self.cwd), mcp_servers=[], additional_directories=roots or None, **meta
-            )
+            try:
+                resp = await self._conn.new_session(
+                    cwd=str(self.cwd), mcp_servers=[], additional_directories=roots or None, **meta
+                )
+            except RequestError as exc:
+                if exc.code != AUTH_REQUIRED or not await self._authenticate():
+                    raise
+                resp = await self._conn.new_session(
+                    cwd=str(self.cwd), mcp_servers=[], additional_directories=roots or None, **meta
+                )
         except RequestError as exc:
             named = ERROR_NAMES.get(exc.code, "")
             raise SessionFailed(
@@ -472,7 +598,58 @@ class AgentConnection:
         except Exception as exc:  # a broken connection or an answer the SDK cannot validate
             self._cut(f"session/new failed and the agent is restarted ({_brief(exc)})")
             raise SessionFailed("the agent could not open a session: " + self._why("")) from exc
-        return str(resp.session_id)
+        session_id = str(resp.session_id)
+        if resp.modes is not None:
+            self.modes[session_id] = SessionModes(
+                str(resp.modes.current_mode_id),
+                tuple(str(m.id) for m in resp.modes.available_modes),
+            )
+        return session_id
+
+    async def _authenticate(self) -> bool:
+        """`session/new` answered `auth_required`: `authenticate` once per agent process with
+        the method the environment provides; said in one line (which, or why none fits)."""
+        from acp import RequestError
+
+        if self.authenticated is not None:
+            return False  # authenticated, and still refused: no second try
+        choice = choose_auth(self.auth_methods, self._env)
+        if choice.method_id is None:
+            log.warning("the agent requires authentication; not calling authenticate: %s",
+                        choice.why)
+            return False
+        try:
+            await self._conn.authenticate(method_id=choice.method_id)
+        except RequestError as exc:
+            log.error("the agent requires authentication; authenticate with %s failed: %s",
+                      choice.why, redact(str(exc)).splitlines()[0][:300] if str(exc) else exc.code)
+            self.authenticated = ""
+            return False
+        log.info("the agent requires authentication: authenticated with %s", choice.why)
+        self.authenticated = choice.method_id
+        return True
+
+    async def set_mode(self, session_id: str, mode_id: str) -> None:
+        """`session/set_mode`; `SessionFailed` when the agent refuses it (the session is not
+        used in a mode the Worker did not choose)."""
+        from acp import RequestError
+
+        try:
+            await self._conn.set_session_mode(session_id=session_id, mode_id=mode_id)
+        except RequestError as exc:
+            said = redact(str(exc)).splitlines()[0][:300] if str(exc).strip() else ""
+            raise SessionFailed(
+                f"the agent refused to put its session in mode {mode_id}: {exc.code}",
+                exc.code,
+                said,
+            ) from exc
+        except Exception as exc:
+            self._cut(f"session/set_mode failed and the agent is restarted ({_brief(exc)})")
+            raise SessionFailed("the agent could not set its session's mode: " + self._why("")) from exc
+        modes = self.modes.get(session_id)
+        if modes is not None:
+            modes.current = mode_id
+        self.settled_modes[session_id] = mode_id
 
     async def prompt(
         self,
@@ -532,8 +709,17 @@ class AgentConnection:
         params = message.get("params")
         if isinstance(params, dict):
             update = _update_of(params)
-            if update is not None:
-                self._on_update(update)
+            if update is None:
+                return
+            if update.kind == NOTICE:
+                self.notices += 1
+                log.warning("agent notice in %s: %s", update.session_id, update.text)
+            elif update.update == "current_mode_update":
+                raw = params["update"].get("currentModeId")
+                modes = self.modes.get(update.session_id)
+                if modes is not None and isinstance(raw, str):
+                    modes.current = raw  # the Worker puts it back before the next Turn
+            self._on_update(update)
 
     def _ext_request(self, message: dict[str, Any]) -> None:
         """A `_…` request: answered by a task of ours, which the agent going away (and the
@@ -693,6 +879,21 @@ class RequestFailed(Exception):
     """The agent answered a request with a JSON-RPC error."""
 
 
+NOTICE = "notice"
+# claude-agent-acp's notice as message text, for clients without `session.notices`: its
+# `_meta.claudeCode.kind` says it is the adapter's, not the model's words.
+_CLAUDE_NOTICE_KINDS = frozenset({"informational", "mcpServerStatus"})
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _notice_text(update: dict[str, Any]) -> str:
+    parts = [update.get(k) for k in ("severity", "title", "description")]
+    return redact(" — ".join(p for p in parts if isinstance(p, str) and p))[:500]
+
+
 def _update_of(params: dict[str, Any]) -> Update | None:
     session_id = params.get("sessionId")
     update = params.get("update")
@@ -701,13 +902,23 @@ def _update_of(params: dict[str, Any]) -> Update | None:
     meta = update.get("_meta") if isinstance(update.get("_meta"), dict) else {}
     kind = update.get("sessionUpdate")
     kind = kind if isinstance(kind, str) else ""
+    if kind == NOTICE:  # an adapter's warning: for the log, never the reply
+        return Update(session_id, NOTICE, text=_notice_text(update), meta=meta or {}, update=kind)
     if kind != "agent_message_chunk":
         return Update(session_id, "other", meta=meta or {}, update=kind)
     content = update.get("content")
     if not isinstance(content, dict):
         return Update(session_id, "other", meta=meta or {}, update=kind)
+    mid = update.get("messageId")
+    mid = mid if isinstance(mid, str) else ""
+    claude = _dict((meta or {}).get("claudeCode"))
+    if str(claude.get("kind")) in _CLAUDE_NOTICE_KINDS:
+        text = str(content.get("text") or "")
+        return Update(session_id, NOTICE, text=redact(text)[:500], meta=meta or {}, update=kind)
     if content.get("type") == "text" and isinstance(content.get("text"), str):
-        return Update(session_id, "text", text=content["text"], meta=meta or {}, update=kind)
+        return Update(
+            session_id, "text", text=content["text"], meta=meta or {}, update=kind, message_id=mid
+        )
     if content.get("type") == "resource_link" and isinstance(content.get("uri"), str):
         name = content.get("name")
         shown = name if isinstance(name, str) else ""

@@ -10,7 +10,7 @@ import os
 import shlex
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,9 @@ class KnownAgent:
     npm: str  # the npm package that provides `program`
     path_env: str  # the variable that names `program`'s path instead of PATH
     api_env: tuple[str, ...]  # the model API's variables the agent reads (docs only)
+    # The package that provided `program` before the adapters moved (mid-2026): still run
+    # when found, with a note that it is no longer maintained.
+    legacy_npm: str = ""
 
 
 KNOWN = {
@@ -30,17 +33,19 @@ KNOWN = {
             "claude",
             "claude-agent-acp",
             (),
-            "@zed-industries/claude-agent-acp",
+            "@agentclientprotocol/claude-agent-acp",
             "AGENTPOST_CLAUDE_ACP",
             ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+            "@zed-industries/claude-agent-acp",
         ),
         KnownAgent(
             "codex",
             "codex-acp",
             (),
-            "@zed-industries/codex-acp",
+            "@agentclientprotocol/codex-acp",
             "AGENTPOST_CODEX_ACP",
             ("OPENAI_API_KEY",),
+            "@zed-industries/codex-acp",
         ),
         KnownAgent(
             "gemini",
@@ -62,6 +67,7 @@ class AgentCommand:
     argv: list[str]
     known: KnownAgent | None
     problems: list[str]
+    notes: list[str] = field(default_factory=list)  # said at start; nothing stops
 
 
 def resolve(value: str, env: Mapping[str, str], euid: int) -> AgentCommand:
@@ -75,7 +81,20 @@ def resolve(value: str, env: Mapping[str, str], euid: int) -> AgentCommand:
     program, problem = _program(known, env)
     if program is None:
         return AgentCommand([known.program, *known.args], known, [problem])
-    return AgentCommand([program, *known.args], known, needs(known, program, env, euid))
+    return AgentCommand(
+        [program, *known.args], known, needs(known, program, env, euid), _notes(known, program)
+    )
+
+
+def _notes(known: KnownAgent, program: str) -> list[str]:
+    """A legacy adapter found: it runs, but is said to be unmaintained (its package path
+    names it: npm links `program` into the package's folder)."""
+    if known.legacy_npm and f"{os.sep}{known.legacy_npm}{os.sep}" in os.path.realpath(program):
+        return [
+            f"{program} is {known.legacy_npm}, no longer maintained: install "
+            f"`npm install -g {known.npm}` (the Worker runs either)"
+        ]
+    return []
 
 
 def _program(known: KnownAgent, env: Mapping[str, str]) -> tuple[str | None, str]:

@@ -249,6 +249,8 @@ class TurnRunner:
             session_id = await self.agent.session_for(
                 conn, running.key, meta, [self.workspace.session_files_dir(folder)]
             )
+            # The policy holds only while the agent asks: its asking mode, before each Turn.
+            await self.agent.permissions.hold_mode(conn, session_id)
         except SessionFailed as exc:  # the agent runs, but would not open this Session
             return turns.failed(turns.SESSION_FAILED, str(exc), None)
         except AgentFailed as exc:

@@ -52,6 +52,7 @@ _NOT_A_BREAK = frozenset(
         "config_option_update",
         "session_info_update",
         "usage_update",
+        "notice",  # an adapter's warning (logged by connect/acp.py), never reply text
     }
 )
 PARAGRAPH = "\n\n"
@@ -88,6 +89,9 @@ class TurnCollector:
     # The agent did something else (a tool call, a thought) since its last text: the next
     # text starts a new run, set off by a paragraph break (chunks of one run are tokens).
     broken: bool = False
+    # The ACP `messageId` of the last text: text of another message is another run (an
+    # adapter's line must never be glued onto the model's words, DESIGN.md §6).
+    message_id: str = ""
     readable: Path | None = None  # this Turn's attachments, which the agent may read
     refused: list[tuple[str, str]] = field(default_factory=list)  # (what, policy)
 
@@ -101,6 +105,9 @@ class TurnCollector:
             text = update.text
             if not text:
                 return  # an empty chunk (claude-agent-acp opens each message so) is no run
+            if self.text and update.message_id != self.message_id:
+                self.broken = True
+            self.message_id = update.message_id
             if self.broken and self.text:
                 text = _paragraph_between(self.text[-1], text) + text
             self.broken = False

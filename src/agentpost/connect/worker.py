@@ -71,6 +71,7 @@ class WorkerConfig:
     collaborators: list[str] = field(default_factory=list)
     egress_roots: list[Path] = field(default_factory=list)
     allow_permissions: list[str] = field(default_factory=list)
+    agent_mode: str | None = None  # the agent's own mode, chosen by the person (--agent-mode)
     turn_timeout: float = 1800.0
     agent_start_wait: float = 60.0
     hub_timeout: float = 30.0
@@ -93,7 +94,7 @@ class Worker:
         self.agent = AgentSupervisor(
             config.agent_argv,
             config.repo,
-            PermissionPolicy(config.allow_permissions),
+            PermissionPolicy(config.allow_permissions, config.agent_mode),
             ext=self._ext,
             client_meta=self._client_meta,
             before_restart=self._probe,
@@ -224,11 +225,17 @@ class Worker:
         stopper = asyncio.create_task(self._stop.wait())
         lease_gone = asyncio.create_task(self._lease_gone.wait())
         done, _ = await asyncio.wait(
-            {follower, stopper, keeper, lease_gone}, return_when=asyncio.FIRST_COMPLETED
+            {follower, stopper, keeper, lease_gone, supervisor},
+            return_when=asyncio.FIRST_COMPLETED,
         )
         code = 0
         if follower in done and follower.exception() is not None:
             log.error("the Worker stops: %s", follower.exception())
+            code = 1
+        if supervisor in done and supervisor.exception() is not None:
+            # An agent that cannot be run at all (it refuses our ACP version): one line, no
+            # retry loop (DESIGN.md §6).
+            log.error("the Worker stops: %s", supervisor.exception())
             code = 1
         if lease_gone in done or (keeper in done and keeper.exception() is not None):
             # Another Worker serves this agent now: no more work here, not one tool call.
