@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,5 +192,63 @@ def test_a_session_the_agent_refuses_is_said_in_the_room(room: Room, agents_bin:
         assert "auth_required" in reply["text"]
         assert "could not be started" not in reply["text"]
         assert "refused to open a session" in w.log()
+    finally:
+        fake.stop()
+
+
+def _codex(room: Room, agents_bin: Path, config: Callable[[str], str]) -> tuple[FakeServer, dict[str, str]]:
+    """Codex against the fake OpenAI, its config.toml changed by `config`."""
+    fake = FAKES["codex"](script_for("codex"), delay_for).start()
+    env = agent_env("codex", fake.url, room.tmp / "home", agents_bin)
+    toml = Path(env["CODEX_HOME"]) / "config.toml"
+    toml.write_text(config(toml.read_text()))
+    return fake, env
+
+
+def test_codex_warnings_are_notices_never_reply_text(room: Room, agents_bin: Path) -> None:
+    """A gateway's model Codex has no metadata for: codex-acp warns ("Model metadata for …
+    not found"); the Worker declares it takes notices, logs the warning, and the reply is the
+    model's words alone."""
+    fake, env = _codex(room, agents_bin, lambda t: t.replace('model = "gpt-5.5"', 'model = "gw-model-x"'))
+    try:
+        w = room.worker("codex", env)
+        ev = room.say("alice", "@bot fake:say just the answer")
+        assert room.wait_reply(ev["id"])["text"] == "just the answer"
+        assert re.search(r"agent notice in \S+: warning — Model metadata for .gw-model-x. not found",
+                         w.log()), w.log()
+    finally:
+        fake.stop()
+
+
+def test_codex_with_only_openai_api_key_authenticates(room: Room, agents_bin: Path) -> None:
+    """A provider that needs an OpenAI login: codex-acp answers session/new auth_required;
+    the Worker calls authenticate with its `api-key` method (OPENAI_API_KEY is set) and
+    says so in one line."""
+    fake, env = _codex(room, agents_bin, lambda t: t.replace(
+        'env_key = "OPENAI_API_KEY"\n', "requires_openai_auth = true\n"))
+    try:
+        w = room.worker("codex", env)
+        ev = room.say("alice", "@bot fake:say signed in")
+        assert room.wait_reply(ev["id"])["text"] == "signed in"
+        said = [line for line in w.log().splitlines() if "requires authentication" in line]
+        assert len(said) == 1 and "authenticated with api-key (OPENAI_API_KEY set)" in said[0], w.log()
+        assert env["OPENAI_API_KEY"] not in w.log()
+    finally:
+        fake.stop()
+
+
+def test_claude_speaking_only_acp_v2_stops_the_worker_at_start(room: Room, agents_bin: Path) -> None:
+    fake = FAKES["claude"](script_for("claude"), delay_for).start()
+    try:
+        env = agent_env("claude", fake.url, room.tmp / "home", agents_bin)
+        w = room.worker("claude", {**env, "CLAUDE_AGENT_ACP_PROTOCOL": "v2"}, start=False)
+        w.start(wait_agent=False)
+        assert w.proc is not None
+        assert w.proc.wait(timeout=60) == 1
+        stops = [line for line in w.log().splitlines() if "the Worker stops" in line]
+        assert len(stops) == 1, w.log()
+        assert "refuses ACP protocol version 1" in stops[0]
+        assert "set CLAUDE_AGENT_ACP_PROTOCOL=v1 (or unset it)" in stops[0]
+        assert "Unsupported protocol version" in w.log()  # the agent's own message
     finally:
         fake.stop()
