@@ -1,4 +1,4 @@
-"""The agent's own modes never bypass the Worker (DESIGN.md §6, docs/connect.md "Modes,
+"""The agent's own modes never bypass the Worker (docs/architecture.md#agent-modes, docs/connect.md "Modes,
 notices, authentication"): a session the adapter opens in a mode where it decides alone is
 put in the one where it asks, before the first prompt, unless `--agent-mode` chose
 otherwise; an adapter's warnings are logged, never reply text; `authenticate` is called

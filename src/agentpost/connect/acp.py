@@ -17,7 +17,7 @@ What this module owns, because the SDK does not (docs/connect.md):
 - `authenticate` with the method the environment provides, when `session/new` answers
   `auth_required`; an agent that refuses ACP v1 is `ProtocolRefused`, never retried;
 - each session's modes (`session/set_mode`), which the Worker's policy chooses
-  (connect/permissions.py, DESIGN.md §6 "The agent's own modes never bypass the Worker").
+  (connect/permissions.py, docs/architecture.md#agent-modes).
 The SDK is imported lazily, only when an agent is spawned.
 """
 
@@ -71,7 +71,7 @@ class AgentBroken(AgentFailed):
 
 class ProtocolRefused(Exception):
     """The agent refuses the ACP protocol version the Worker speaks (v1): a start error,
-    never retried (DESIGN.md §6). `str()` is one line naming what to change; the agent's own
+    never retried (docs/architecture.md#agent-modes). `str()` is one line naming what to change; the agent's own
     message is in the Worker's log."""
 
 

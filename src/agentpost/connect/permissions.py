@@ -6,8 +6,7 @@ it was sent, and nothing wider.
 
 The policy holds only while the agent asks: each session is put in the mode in which the
 agent asks before it acts, whatever mode the adapter opens it in, unless the person chose
-the agent's own mode (`connect --agent-mode`, DESIGN.md §6 "The agent's own modes never
-bypass the Worker")."""
+the agent's own mode (`connect --agent-mode`, docs/architecture.md#agent-modes)."""
 
 from __future__ import annotations
 

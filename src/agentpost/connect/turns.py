@@ -90,7 +90,7 @@ class TurnCollector:
     # text starts a new run, set off by a paragraph break (chunks of one run are tokens).
     broken: bool = False
     # The ACP `messageId` of the last text: text of another message is another run (an
-    # adapter's line must never be glued onto the model's words, DESIGN.md §6).
+    # adapter's line must never be glued onto the model's words, docs/architecture.md#agent-modes).
     message_id: str = ""
     readable: Path | None = None  # this Turn's attachments, which the agent may read
     refused: list[tuple[str, str]] = field(default_factory=list)  # (what, policy)

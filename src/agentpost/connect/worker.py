@@ -234,7 +234,7 @@ class Worker:
             code = 1
         if supervisor in done and supervisor.exception() is not None:
             # An agent that cannot be run at all (it refuses our ACP version): one line, no
-            # retry loop (DESIGN.md §6).
+            # retry loop (docs/architecture.md#agent-modes).
             log.error("the Worker stops: %s", supervisor.exception())
             code = 1
         if lease_gone in done or (keeper in done and keeper.exception() is not None):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An ACP agent written by hand (no SDK) that behaves as the maintained adapters do at the
-edges the Worker must hold (DESIGN.md §6 "The agent's own modes never bypass the Worker"),
+edges the Worker must hold (docs/architecture.md#agent-modes),
 for tests/connect/test_agent_modes.py. Set by its environment:
   MODE_AGENT_MODES   the modes it advertises, its first the one sessions open in
                      (default "auto,default,acceptEdits", like claude-agent-acp 0.101)
