@@ -11,7 +11,7 @@ import schemathesis
 from schemathesis import Case, HookContext
 
 HEADER = "idempotency-key"
-VALID_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # the schema's pattern (hub/openapi.py)
+VALID_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # the schema's pattern (hub/openapi/common.py)
 DIGEST_CHARS = 16
 
 
