@@ -796,9 +796,9 @@ class AgentConnection:
     async def drain(self, timeout: float = DRAIN_SECONDS) -> None:
         """After the process exited: let the reader take what the agent wrote before it went,
         up to EOF (a last `_ag2/deliver` frame is a delivery accepted, and runs to completion,
-        DESIGN.md §6 "Rules"). The exit can be seen before the pipe is read; closing the
-        connection then would drop the frame. Bounded: a child still holding the agent's
-        stdout keeps EOF away."""
+        docs/architecture.md#deferred-delivery). The exit can be seen before the pipe is
+        read; closing the connection then would drop the frame. Bounded: a child still holding
+        the agent's stdout keeps EOF away."""
         if self._transport is None or self._transport.ended.is_set():
             return
         try:

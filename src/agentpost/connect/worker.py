@@ -53,7 +53,7 @@ STOP_DELIVERIES_WAIT = 10.0  # seconds a stop waits for deliveries in flight
 # ends its agent's processes at once, prints the stacks of what still ran, and exits 1.
 STOP_DEADLINE_ENV = "AGENTPOST_CONNECT_STOP_DEADLINE"
 STOP_DEADLINE = 45.0
-# The ledger's retention runs at start and then this often (DESIGN.md §6 "Ledger"), so a
+# The ledger's retention runs at start and then this often (docs/architecture.md#ledger), so a
 # Worker that runs for weeks keeps within 30 days and 10,000 entries; the variable exists
 # so a test can watch a live Worker prune without waiting an hour.
 PRUNE_ENV = "AGENTPOST_CONNECT_PRUNE_EVERY"
@@ -460,7 +460,7 @@ class Worker:
         return Owned(m.id, m.owner_id if m.status == "active" else None)
 
     async def _owner_now(self) -> tuple[str | None, str | None]:
-        """This agent's owner as the hub says now (DESIGN.md §4 "Identity": by member id);
+        """This agent's owner as the hub says now (docs/architecture.md#identity: by member id);
         the one known before when the hub cannot say."""
         try:
             me = await self.client.me()
