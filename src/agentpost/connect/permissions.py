@@ -108,9 +108,14 @@ class PermissionPolicy:
         modes = conn.modes.get(session_id)
         if modes is None or conn.settled_modes.get(session_id) == modes.current:
             return  # no modes, or still in the one settled on
-        choice = choose_mode(modes.current, modes.available, self.agent_mode)
-        if choice.mode_id is not None and modes.current != choice.mode_id:
-            await conn.set_mode(session_id, choice.mode_id)
+        try:
+            choice = choose_mode(modes.current, modes.available, self.agent_mode)
+            if choice.mode_id is not None and modes.current != choice.mode_id:
+                await conn.set_mode(session_id, choice.mode_id)
+        except SessionFailed as exc:  # the room is told the Worker's words; the log has more
+            said = f": {exc.agent_message}" if exc.agent_message else ""
+            log.error("session %s not used: %s%s", session_id, exc, said)
+            raise
         conn.settled_modes[session_id] = modes.current
         if choice.mode_id is not None:
             log.info("session %s in mode %s", session_id, choice.why)
