@@ -71,8 +71,8 @@ class AgentBroken(AgentFailed):
 
 class ProtocolRefused(Exception):
     """The agent refuses the ACP protocol version the Worker speaks (v1): a start error,
-    never retried (docs/architecture.md#agent-modes). `str()` is one line naming what to change; the agent's own
-    message is in the Worker's log."""
+    never retried (docs/architecture.md#agent-modes). `str()` is one line naming what to
+    change; the agent's own message is in the Worker's log."""
 
 
 class SessionFailed(AgentFailed):
