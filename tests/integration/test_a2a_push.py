@@ -1,7 +1,8 @@
-"""A2A push that can be trusted (DESIGN.md §14, docs/a2a.md): set with the real a2a-sdk
-client, sent from the hub's durable outbox to a real HTTP receiver on loopback, retried
-after failures with one stable id, signed with the config's token, never held up by a
-dead endpoint, and still sent after the hub is killed with SIGKILL."""
+"""A2A push that can be trusted (docs/a2a.md, docs/architecture.md#a2a): set with the real
+a2a-sdk client, sent from the hub's durable outbox to a real HTTP receiver on loopback (which the
+operator allows: AGENTPOST_PUSH_ALLOW), retried after failures with one stable id, signed
+with the config's signing secret, never held up by a dead endpoint, and still sent after the
+hub is killed with SIGKILL."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -86,9 +87,14 @@ def receiver(made: list[Receiver], port: int = 0, **kw: Any) -> Receiver:
     return r
 
 
+# The receivers here listen on loopback, which a push reaches only when the operator allows.
+ALLOW_LOOPBACK = {"AGENTPOST_PUSH_ALLOW": "127.0.0.0/8,::1"}
+SECRET_META = "agentpost/pushSigningSecret"
+
+
 @pytest.fixture
-def a2a(hub: HubProcess) -> Setup:
-    return make_setup(hub, ["alice"], ["bot"])
+def a2a(make_hub: Callable[..., HubProcess]) -> Setup:
+    return make_setup(make_hub(env=ALLOW_LOOPBACK), ["alice"], ["bot"])
 
 
 def send_with_push(setup: Setup, text: str, mid: str, url: str, token: str) -> Task:
@@ -105,11 +111,35 @@ def send_with_push(setup: Setup, text: str, mid: str, url: str, token: str) -> T
     return run(with_client(setup.hub, setup.tokens["alice"], call))
 
 
-def check_signature(headers: dict[str, str], body: bytes, token: str) -> None:
+def genuine(headers: dict[str, str], body: bytes, secret: str) -> bool:
+    """docs/a2a.md's check, as a receiver runs it."""
     parts = dict(p.split("=", 1) for p in headers["x-agentpost-signature"].split(","))
     signed = f"{headers['x-agentpost-notification-id']}.{parts['t']}.".encode() + body
-    want = hmac.new(token.encode(), signed, hashlib.sha256).hexdigest()
-    assert hmac.compare_digest(parts["v1"], want)
+    want = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(parts["v1"], want)
+
+
+def check_signature(headers: dict[str, str], body: bytes, secret: str) -> None:
+    assert genuine(headers, body, secret)
+
+
+def create_config(setup: Setup, task_id: str, config_id: str, url: str) -> dict[str, Any]:
+    """CreateTaskPushNotificationConfig by hand: the SDK's proto drops `signingSecret`."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "CreateTaskPushNotificationConfig",
+        "params": {"taskId": task_id, "id": config_id, "url": url},
+    }
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        answer = c.post(f"/a2a/{setup.workspace}/bot", json=body).json()
+    assert "result" in answer, answer
+    return dict(answer["result"])
+
+
+def secret_of(task: Task) -> str:
+    """The signing secret a SendMessage with a push config answers with, once."""
+    return str(task.metadata[SECRET_META])
 
 
 def test_a_receiver_that_fails_twice_gets_the_result_with_one_stable_id(
@@ -124,7 +154,8 @@ def test_a_receiver_that_fails_twice_gets_the_result_with_one_stable_id(
     assert len(ids) == 1, ids
     headers, body, _ = hook.got[-1]
     assert headers["x-a2a-notification-token"] == "s3cret"
-    check_signature(headers, body, "s3cret")
+    check_signature(headers, body, secret_of(task))
+    assert not genuine(headers, body, "s3cret")  # the token sent beside it signs nothing
     sent = json.loads(body)["task"]
     assert sent["id"] == task.id
     assert sent["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -136,17 +167,15 @@ def test_a_dead_endpoint_never_holds_up_another(a2a: Setup, receivers: list[Rece
     dead, alive = receiver(receivers, hang=True), receiver(receivers)
     task = send_with_push(a2a, "two hooks", "p-2", dead.url, "t1")
 
-    async def second(client: Any) -> Any:
-        cfg = TaskPushNotificationConfig(task_id=task.id, id="second", url=alive.url)
-        return await client.create_task_push_notification_config(cfg)
-
-    made = run(with_client(a2a.hub, a2a.tokens["alice"], second))
-    assert (made.id, made.url) == ("second", alive.url)
+    made = create_config(a2a, task.id, "second", alive.url)
+    assert (made["id"], made["url"]) == ("second", alive.url)
     bot_reads_and_answers(a2a, task.id, task.context_id, "result", "done")
     started = time.monotonic()
     poll(lambda: alive.got, timeout=30)
     assert time.monotonic() - started < 8  # well before the dead one's 10 s timeout
-    assert "x-agentpost-signature" not in alive.got[0][0]  # no token, no signature
+    headers, body, _ = alive.got[0]
+    assert "x-a2a-notification-token" not in headers  # no token given, none sent
+    check_signature(headers, body, made["signingSecret"])  # signed all the same, by its own secret
 
 
 def test_configs_are_listed_and_deleted_and_a_deleted_one_is_not_sent(
@@ -191,4 +220,4 @@ def test_a_notification_queued_before_a_kill_9_is_sent_after_the_restart(
     poll(lambda: back.got, timeout=45)
     headers, body, _ = back.got[0]
     assert json.loads(body)["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-    check_signature(headers, body, "k")
+    check_signature(headers, body, secret_of(task))

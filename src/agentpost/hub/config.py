@@ -67,6 +67,10 @@ class HubConfig:
         default_factory=lambda: float(os.environ.get("AGENTPOST_BLOB_FREE_GRACE", "600"))
     )
 
+    # A2A push targets (§14): CIDRs and host names a push may reach although they are
+    # internal (loopback, private, link-local…); by default none (hub/a2a/targets.py).
+    push_allow: str = field(default_factory=lambda: os.environ.get("AGENTPOST_PUSH_ALLOW", ""))
+
     blobs_dir: Path | None = None
 
     @property

@@ -1,6 +1,7 @@
-"""A2A push configs and their durable outbox (migration 0013, DESIGN.md §14, docs/a2a.md).
-A notification is written in the transaction of the event that changed its task (a
-receipt), and leaves the outbox only when a 2xx answered it or it expired."""
+"""A2A push configs and their durable outbox (migration 0013, docs/a2a.md,
+docs/architecture.md#a2a). A notification is written in the transaction of the event that
+changed its task (a receipt), and leaves the outbox only when a 2xx answered it or it
+expired."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import msgspec
 
 from agentpost.store.engine import Db
 
-_CFG = "task_id, id, member_id, url, token, auth_scheme, auth_credentials, base_url, created_at"
+_CFG = (
+    "task_id, id, member_id, url, token, auth_scheme, auth_credentials, base_url, created_at,"
+    " secret"
+)
 
 
 class PushConfig(msgspec.Struct, frozen=True):
@@ -21,6 +25,7 @@ class PushConfig(msgspec.Struct, frozen=True):
     auth_credentials: str
     base_url: str
     created_at: int
+    secret: str = ""  # the signing secret (migration 0017); "" for a config set before it
 
 
 class Due(msgspec.Struct, frozen=True):
@@ -35,10 +40,10 @@ class Due(msgspec.Struct, frozen=True):
 def put_config(db: Db, cfg: PushConfig) -> None:
     """Set a config (the same task and id again replaces it)."""
     db.run(
-        f"INSERT INTO a2a_push_configs ({_CFG}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        f"INSERT INTO a2a_push_configs ({_CFG}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (task_id, id) DO UPDATE SET url = excluded.url, token = excluded.token,"
         " auth_scheme = excluded.auth_scheme, auth_credentials = excluded.auth_credentials,"
-        " base_url = excluded.base_url",
+        " base_url = excluded.base_url, secret = excluded.secret",
         msgspec.structs.astuple(cfg),
     )
 

@@ -1,11 +1,12 @@
-"""A2A push notifications that can be trusted (DESIGN.md §14, docs/a2a.md): a receipt's
-transaction writes one notification per push config of its task into a durable outbox
-(store/a2a.py); this sender posts each as `{"task": <Task now>}` (a StreamResponse) until
-a 2xx answers it, with backoff between attempts, until it expires. Every attempt of one
-notification carries the same `X-Agentpost-Notification-Id`, so a receiver that keeps the
-ids it has seen acts once; with a token, `X-Agentpost-Signature` is an HMAC-SHA256 of
-`<id>.<t>.<body>` keyed by that token. Sends run side by side with a timeout each, so a
-dead endpoint never holds up another."""
+"""A2A push notifications that can be trusted (docs/a2a.md, docs/architecture.md#a2a): a
+receipt's transaction writes one notification per push config of its task into a durable
+outbox (store/a2a.py); this sender posts each as `{"task": <Task now>}` (a StreamResponse)
+until a 2xx answers it, with backoff between attempts, until it expires. Every attempt of
+one notification carries the same `X-Agentpost-Notification-Id`, so a receiver that keeps
+the ids it has seen acts once; `X-Agentpost-Signature` is an HMAC-SHA256 of
+`<id>.<t>.<body>` keyed by the config's signing secret (returned once when the config was
+set, never sent). Each connection goes only to an address targets.py judged. Sends run side
+by side with a timeout each, so a dead endpoint never holds up another."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import msgspec
 
 from agentpost.core.clock import now_ms
 from agentpost.core.errors import AgentpostError
-from agentpost.hub.a2a import tasks, wire
+from agentpost.hub.a2a import targets, tasks, wire
 from agentpost.hub.notify import wait
 from agentpost.hub.state import Hub
 from agentpost.store import a2a, members
@@ -43,11 +44,11 @@ TOKEN_HEADER = "X-A2A-Notification-Token"
 log = logging.getLogger("agentpost.hub.a2a.push")
 
 
-def signature(token: str, notification_id: str, at: int, body: bytes) -> str:
+def signature(secret: str, notification_id: str, at: int, body: bytes) -> str:
     """The `X-Agentpost-Signature` value: `t=<unix seconds>,v1=<hex HMAC-SHA256>` of
-    `<id>.<t>.<body>` keyed by the config's token (docs/a2a.md shows the check)."""
+    `<id>.<t>.<body>` keyed by the config's signing secret (docs/a2a.md shows the check)."""
     signed = f"{notification_id}.{at}.".encode() + body
-    return f"t={at},v1=" + hmac.new(token.encode(), signed, hashlib.sha256).hexdigest()
+    return f"t={at},v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
 async def run(hub: Hub) -> None:
@@ -57,7 +58,12 @@ async def run(hub: Hub) -> None:
     inflight: set[asyncio.Task[None]] = set()
     # Push's own client (not the router's): its pool holds every send at once.
     limits = httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=16)
-    client = httpx.AsyncClient(limits=limits, timeout=TIMEOUT_SECONDS, trust_env=False)
+    allow = targets.allow_list(hub.config.push_allow)
+    client = httpx.AsyncClient(
+        transport=targets.CheckedTransport(allow, limits),
+        timeout=TIMEOUT_SECONDS,
+        trust_env=False,
+    )
     try:
         while not hub.notifier.closed:
             woken = hub.notifier.event(tasks.PUSH_KEY)
@@ -121,9 +127,10 @@ async def _send(hub: Hub, client: httpx.AsyncClient, due: Due) -> None:
         return
     body = msgspec.json.encode({"task": task})
     headers = {"content-type": "application/json", ID_HEADER: due.id}
-    if cfg.token:
+    if cfg.token:  # the receiver's own check value, sent back as A2A says
         headers[TOKEN_HEADER] = cfg.token
-        headers[SIGNATURE_HEADER] = signature(cfg.token, due.id, int(time.time()), body)
+    if cfg.secret:  # a config set before signing secrets existed goes unsigned
+        headers[SIGNATURE_HEADER] = signature(cfg.secret, due.id, int(time.time()), body)
     if cfg.auth_scheme:
         headers["Authorization"] = f"{cfg.auth_scheme} {cfg.auth_credentials}".strip()
     error = ""
@@ -131,6 +138,9 @@ async def _send(hub: Hub, client: httpx.AsyncClient, due: Due) -> None:
         r = await client.post(cfg.url, content=body, headers=headers)
         if not 200 <= r.status_code < 300:
             error = f"HTTP {r.status_code}"
+    except targets.TargetRefused as exc:  # the name points inward now: said, and retried
+        error = f"{exc.reason}: {exc.message}"
+        log.warning("push %s to %s refused: %s", due.id, cfg.url, exc.message)
     except Exception as exc:  # noqa: BLE001 - any failure to deliver is retried
         error = f"{type(exc).__name__}: {exc}"
     if not error:

@@ -1,5 +1,5 @@
-"""Every agent member as an A2A agent (DESIGN.md §14, docs/a2a.md), mounted under `/a2a`:
-its Agent Card at `/a2a/{ws}/{agent}/.well-known/agent-card.json` and the JSON-RPC binding
+"""Every agent member as an A2A agent (docs/a2a.md, docs/architecture.md#a2a), mounted
+under `/a2a`: its Agent Card at `/a2a/{ws}/{agent}/.well-known/agent-card.json` and the JSON-RPC binding
 of A2A 1.0 at `/a2a/{ws}/{agent}`, bearer = the caller's member token.
 
 `SendMessage` posts a delegation to the agent as the caller, through the hub's key rules:
@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 import mimetypes
+import secrets
 from collections.abc import AsyncIterator
 from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 from starlette.requests import Request
@@ -24,7 +26,7 @@ from agentpost.core.clock import now_ms
 from agentpost.core.errors import AgentpostError, Code, RequestError
 from agentpost.core.ids import new_id
 from agentpost.hub import auth, idempotency, mediatypes, posting, routing
-from agentpost.hub.a2a import tasks, wire
+from agentpost.hub.a2a import targets, tasks, wire
 from agentpost.hub.decode import MAX_METADATA_DEPTH, read_body, within_depth
 from agentpost.hub.errors import json_response
 from agentpost.hub.idempotency import Created
@@ -44,6 +46,10 @@ CANCEL_ROUTE = "A2A CancelTask"
 # once; being read or acknowledged by the agent's Worker does not).
 POLL_SECONDS = 1.0
 MAX_PUSH_CONFIGS = 10
+# A config's signing secret in the answer that made it (never shown again): a field of
+# the config, and in a SendMessage answer the task's metadata.
+SECRET_FIELD = "signingSecret"
+SECRET_META = "agentpost/pushSigningSecret"
 
 _encode = msgspec.json.encode
 log = logging.getLogger("agentpost.hub.a2a")
@@ -162,6 +168,16 @@ class _Call:
                 "unsupported_operation",
             )
         key = wire.key_of(message.message_id)
+        push = sent.configuration.get("taskPushNotificationConfig")
+        if push is not None and not isinstance(push, dict):
+            raise wire.RpcError(
+                wire.INVALID_PARAMS,
+                "configuration.taskPushNotificationConfig must be an object",
+                "invalid_request",
+            )
+        if push is not None:  # a config the hub would refuse is refused before the post
+            pushed = wire.params({**push, "taskId": "-"}, wire.PushConfigIn)
+            await _check_target(self.hub, wire.push_config(pushed)[0])
         text, data, files = wire.contents_of(message, self.hub.config.max_upload_bytes)
         caller, agent = self.caller, self.agent
         if not all(within_depth(x, MAX_METADATA_DEPTH) for x in (message.metadata, *data)):
@@ -218,16 +234,13 @@ class _Call:
             found = msgspec.json.decode(ans.body)["error"]
             raise wire.RpcError(wire.INVALID_PARAMS, found["message"], str(found["code"]))
         task_id = tasks.event_of(ans.body).id
-        push = sent.configuration.get("taskPushNotificationConfig")
-        if push is not None and not isinstance(push, dict):
-            raise wire.RpcError(
-                wire.INVALID_PARAMS,
-                "configuration.taskPushNotificationConfig must be an object",
-                "invalid_request",
-            )
+        task = await self.task(task_id)
         if push is not None:  # set again on a retry: the same config, replaced
-            await self.set_push({**push, "taskId": task_id})
-        return await self.task(task_id)
+            made = await self.set_push({**push, "taskId": task_id})
+            # The config's signing secret, shown this once (docs/a2a.md "Push").
+            meta = {**task.get("metadata", {}), SECRET_META: made[SECRET_FIELD]}
+            task = {**task, "metadata": meta}
+        return task
 
     async def set_push(self, params: dict[str, Any]) -> dict[str, Any]:
         """Create (or replace, by id) a push config of one of the caller's tasks; at most
@@ -235,6 +248,7 @@ class _Call:
         got = wire.params(params, wire.PushConfigIn)
         url, config_id, token, scheme, credentials = wire.push_config(got)
         await self.task(got.task_id)  # the caller's task, or TaskNotFound
+        await _check_target(self.hub, url)
         cfg = PushConfig(
             task_id=got.task_id,
             id=config_id,
@@ -245,6 +259,7 @@ class _Call:
             auth_credentials=credentials,
             base_url=self.base,
             created_at=now_ms(),
+            secret=secrets.token_urlsafe(32),
         )
 
         def put(tx: Tx) -> None:
@@ -257,7 +272,7 @@ class _Call:
             a2a.put_config(tx, cfg)
 
         await self.hub.engine.write(put, got.task_id)
-        return _push_out(cfg)
+        return {**_push_out(cfg), SECRET_FIELD: cfg.secret}  # the only time it is shown
 
     async def push_configs(self, task_id: str) -> list[PushConfig]:
         await self.task(task_id)
@@ -340,6 +355,18 @@ class _Call:
     def _frame(self, n: int, result: Any, exc: wire.RpcError | None = None) -> bytes:
         body = wire.error(self.rpc_id, exc) if exc else wire.ok(self.rpc_id, result)
         return b"id: %d\ndata: " % n + _encode(body) + b"\n\n"
+
+
+async def _check_target(hub: Hub, url: str) -> None:
+    """Refuse a push URL whose host is internal (loopback, private, link-local…) unless the
+    operator allows it: the same judge the sender applies to each connection."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None  # wire.push_config made sure
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        await targets.checked(parts.hostname, port, targets.allow_list(hub.config.push_allow))
+    except targets.TargetRefused as exc:
+        raise wire.RpcError(wire.INVALID_PARAMS, exc.message, exc.reason) from None
 
 
 def _push_out(cfg: PushConfig) -> dict[str, Any]:
