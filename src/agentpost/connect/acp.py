@@ -31,14 +31,29 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agentpost.core.secrets import redact
 
-if TYPE_CHECKING:
-    from agentpost.connect.agent import AgentProcesses
-
 log = logging.getLogger("agentpost.connect.acp")
+
+
+class AgentProcesses(Protocol):
+    """The owner of the agent's process group, as this connection uses it (connect/agent.py
+    `AgentProcesses` is the one; a Protocol here, so this module never imports that one,
+    which imports it)."""
+
+    def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]: ...
+
+    def command(self, argv: list[str]) -> list[str]: ...
+
+    def pass_fds(self) -> tuple[int, ...]: ...
+
+    def started(self, pid: int) -> None: ...
+
+    def kill(self, pid: int) -> None: ...
+
+    async def end(self, proc: asyncio.subprocess.Process) -> None: ...
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 STDERR_TAIL_BYTES = 8192

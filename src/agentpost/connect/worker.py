@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agentpost.client import AsyncHubClient, HubError, HubRefused, InboxItem
-from agentpost.connect import bindings, declaring, inbox, keys, replies, status
+from agentpost.connect import bindings, declaring, inbox, keys, replies
 from agentpost.connect.acp import InvalidParams, MethodNotFound
 from agentpost.connect.agent import AgentSupervisor
 from agentpost.connect.crash import CRASH_ENV, crash_point
@@ -551,7 +551,73 @@ class Worker:
     # -- status -----------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        return status.worker_status(self)
+        """What a running Worker writes to its status file."""
+        conn = self.agent.conn
+        return {
+            "worker_id": self.worker_id,
+            "pid": os.getpid(),
+            "member": self.me,
+            "owner": self.owner,
+            "hub": self.config.hub,
+            "agent": {
+                "command": self.config.agent_argv,
+                "alive": conn is not None and conn.alive(),
+                "pid": conn.pid if conn else None,
+                "restarts": self.agent.restarts,
+                "last_failure": self.agent.last_failure,
+                "last_session_error": self.agent.last_session_error,
+                "stderr_tail": conn.stderr_tail()[-2000:] if conn else "",
+            },
+            "sessions": [
+                {"room": k.room, "who": k.who, "session_id": s} for k, s in self.agent.sessions.items()
+            ],
+            "collaborators": sorted(self.admission.collaborators) if self.admission else [],
+            "inbox": self.cursor.status(),
+            "running": [r.trigger.id for r in self.turns.running.values()] if self.turns else [],
+            "turns": list(self.turns.recent) if self.turns else [],
+            "delivery": self._delivery_status(),
+            "presence": dict(self.presence),
+            "lease": self.lease.status() if self.lease is not None else None,
+            "counters": dict(self.counters),
+            "updated_at": time.time(),
+        }
+
+
+    def _delivery_status(self) -> dict[str, Any]:
+        d = self.deliveries
+        enabled = bool(d and d.enabled)
+        # Why it is enabled, or the one reason it is not (docs/architecture.md#deferred-delivery).
+        reason = declaring.ENABLED_BECAUSE if enabled else (d.reason if d else "not started yet")
+        out: dict[str, Any] = {"enabled": enabled, "reason": reason}
+        if self.ledger is not None:
+            try:
+                out["bindings"] = [
+                    {
+                        "binding": b.binding,
+                        "room": b.room,
+                        "who": b.who,
+                        "expires_at": b.expires_at,
+                        "revoked": b.revoked,
+                        "revoked_reason": b.revoked_reason,
+                    }
+                    for b in self.ledger.bindings()
+                ]
+                out["in_progress"] = [
+                    {
+                        "id": e.id,
+                        "binding": e.binding,
+                        "room": e.room,
+                        "parts": len(e.parts),
+                        "posted": len([k for k in e.posted if k != "notice"]),
+                        "first_seen": e.first_seen,
+                    }
+                    for e in self.ledger.in_progress()
+                ]
+                out["deliveries"] = self.ledger.recent()
+                out["by_outcome"] = self.ledger.counts()
+            except LedgerUnavailable as exc:
+                out["ledger_error"] = str(exc)
+        return out
 
     def _write_status(self, status: dict[str, Any] | None = None) -> None:
         try:
