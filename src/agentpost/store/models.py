@@ -80,3 +80,24 @@ class Lease(msgspec.Struct, frozen=True):
     renewed_at: int
     expires_at: int
     released: bool
+
+
+class Reservation(msgspec.Struct, frozen=True):
+    """A file reservation (docs/reservations.md): the holder's patterns of a project, held
+    until `expires_at` unless ended (`ended_by`: released, forced, expired, removed)."""
+
+    id: str
+    workspace_id: str
+    project: str
+    holder_id: str
+    holder: str  # the holder's name, for people to read
+    paths: list[str]
+    exclusive: bool
+    reason: str
+    room_id: str | None
+    fence: int
+    since: int
+    renewed_at: int
+    expires_at: int
+    ended_at: int | None = None
+    ended_by: str | None = None
