@@ -9,7 +9,7 @@ import click
 
 from agentpost.cli import secrets
 from agentpost.cli.app import main
-from agentpost.hub.config import HubConfig, default_data_dir
+from agentpost.hub.config import HubConfig, default_data_dir, public_url_problem
 
 
 @main.command()
@@ -59,6 +59,14 @@ from agentpost.hub.config import HubConfig, default_data_dir
     help="How long an Idempotency-Key is remembered.",
 )
 @click.option(
+    "--public-url",
+    envvar="AGENTPOST_PUBLIC_URL",
+    default=None,
+    help="The URL clients reach the hub at (a proxy's, e.g. https://hub.example); every URL "
+    "the hub writes (agent cards, push and media links) starts with it (env "
+    "AGENTPOST_PUBLIC_URL; default the address it listens on, never a request's Host).",
+)
+@click.option(
     "--log-level",
     default="warning",
     show_default=True,
@@ -73,10 +81,17 @@ def serve(
     blobs_dir: Path | None,
     max_upload_bytes: int,
     key_ttl_seconds: int,
+    public_url: str | None,
     log_level: str,
 ) -> None:
     """Run the hub."""
     from agentpost.hub.serve import serve as run
+
+    if public_url is not None and (why := public_url_problem(public_url)):
+        from agentpost.cli.common import EXIT_USAGE
+
+        click.echo(f"agentpost serve: --public-url {public_url!r}: {why}", err=True)
+        sys.exit(EXIT_USAGE)
 
     try:
         url = secrets.db_url(db_url, db_password_file)
@@ -93,5 +108,6 @@ def serve(
         max_upload_bytes=max_upload_bytes,
         key_ttl_seconds=key_ttl_seconds,
         blobs_dir=blobs_dir,
+        public_url=public_url or "",
     )
     run(config, log_level)

@@ -5,6 +5,24 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
+
+PUBLIC_URL_ENV = "AGENTPOST_PUBLIC_URL"
+
+
+def public_url_problem(url: str) -> str | None:
+    """Why `url` cannot be the hub's public URL, or None: an absolute http(s) URL with a
+    host and no user, query or fragment (a path is kept, for a proxy's prefix)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        return "it is not a URL"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "it must be an absolute http(s) URL with a host"
+    if parts.username is not None or parts.query or parts.fragment:
+        return "it must have no user, query or fragment"
+    return None
 
 
 def default_data_dir() -> Path:
@@ -71,7 +89,22 @@ class HubConfig:
     # internal (loopback, private, link-local…); by default none (hub/a2a/targets.py).
     push_allow: str = field(default_factory=lambda: os.environ.get("AGENTPOST_PUSH_ALLOW", ""))
 
+    # The URL the hub is reached at (§14): every URL the hub writes (agent cards, push
+    # bases, media links) starts with it; never a request's Host header. Unset, the bound
+    # address (`bound_url`, set when serving starts).
+    public_url: str = field(default_factory=lambda: os.environ.get(PUBLIC_URL_ENV, ""))
+    bound_url: str = ""
+
     blobs_dir: Path | None = None
+
+    @property
+    def base_url(self) -> str:
+        """Where every URL the hub writes starts: `--public-url`, else the bound address."""
+        found = self.public_url or self.bound_url
+        if not found:
+            host = f"[{self.host}]" if ":" in self.host else self.host
+            found = f"http://{host}:{self.port}"
+        return found.rstrip("/")
 
     @property
     def blob_dir(self) -> Path:

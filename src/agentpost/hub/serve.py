@@ -182,6 +182,7 @@ def serve(config: HubConfig, log_level: str = "warning") -> None:
         sys.exit(1)
     port = sock.getsockname()[1]
     host = f"[{config.host}]" if ":" in config.host else config.host
+    config.bound_url = f"http://{host}:{port}"  # URLs the hub writes, without --public-url
     if lock is not None:
         lock.record(f"http://{host}:{port}")  # held until this process ends
     app = create_app(config, engine)

@@ -56,7 +56,9 @@ log = logging.getLogger("agentpost.hub.a2a")
 
 
 def _base(request: Request) -> str:
-    return str(request.base_url).rstrip("/")
+    """Where the URLs this wire writes start: the hub's configured public URL (or its bound
+    address), never the request's Host, which the caller chooses."""
+    return hub_of(request).config.base_url
 
 
 async def _caller_and_agent(request: Request, hub: Hub) -> tuple[Member, Member]:

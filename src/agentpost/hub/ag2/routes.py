@@ -60,9 +60,10 @@ async def _agent(request: Request, hub: Hub) -> Member:
 
 
 def _base(request: Request) -> str:
-    """The profile's base URL as this client reached it: media links under it carry the
-    client's bearer (the relay client sends it only under its own base)."""
-    return f"{request.url.scheme}://{request.url.netloc}{PREFIX}"
+    """The profile's base URL, from the hub's public URL (or its bound address), never the
+    request's Host: media links under it carry the client's bearer (the relay client sends
+    it only under its own base), so run the client against that URL."""
+    return hub_of(request).config.base_url + PREFIX
 
 
 async def get_tasks(request: Request) -> Response:
