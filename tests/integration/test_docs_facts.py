@@ -119,22 +119,6 @@ def test_every_architecture_anchor_cited_exists() -> None:
     assert not missing, f"no such heading in docs/architecture.md: {sorted(missing)}"
 
 
-# Files changed by work in progress this round that still cite the design document from
-# outside the repository; each points to docs/architecture.md once that work lands, and
-# this set is then empty. No other file may cite it.
-_DESIGN_PENDING = {
-    "src/agentpost/connect/permissions.py",
-    "src/agentpost/hub/a2a/push.py",
-    "src/agentpost/hub/a2a/routes.py",
-    "src/agentpost/hub/a2a/targets.py",
-    "src/agentpost/store/a2a.py",
-    "src/agentpost/store/migrations/postgres/0017_push_secret.sql",
-    "src/agentpost/store/migrations/sqlite/0017_push_secret.sql",
-    "tests/integration/test_a2a_push.py",
-    "tests/integration/test_push_targets.py",
-}
-
-
 def test_no_reference_to_a_design_document_outside_the_repository() -> None:
     """Comments and docs point to docs/architecture.md (or another page of this
     repository), never to a design document the repository does not hold."""
@@ -144,4 +128,4 @@ def test_no_reference_to_a_design_document_outside_the_repository() -> None:
         for p in _citing_files()
         if re.search(re.escape(name) + r'(?!")', p.read_text(encoding="utf-8", errors="replace"))
     }
-    assert not citing - _DESIGN_PENDING, f"cite {name}: {sorted(citing - _DESIGN_PENDING)}"
+    assert not citing, f"cite {name}: {sorted(citing)}"
