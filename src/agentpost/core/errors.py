@@ -58,6 +58,9 @@ class Code(StrEnum):
     TOO_MANY_STREAMS = "too_many_streams"
     LEASE_HELD = "lease_held"
     LEASE_LOST = "lease_lost"
+    RESERVATION_CONFLICT = "reservation_conflict"
+    RESERVATION_NOT_FOUND = "reservation_not_found"
+    RESERVATION_ENDED = "reservation_ended"
     STORAGE_UNAVAILABLE = "storage_unavailable"
     # Operations on a data home (agentpost db …, docs/operations.md).
     SCHEMA_TOO_NEW = "schema_too_new"

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agentpost.core.clock import now_ms
 from agentpost.core.errors import AgentpostError, Code
 from agentpost.core.ids import new_token, token_hash
+from agentpost.hub import reservations as reservation_rules
 from agentpost.hub.a2a import push as a2a_push
 from agentpost.hub.a2a import routes as a2a_routes
 from agentpost.hub.ag2 import routes as ag2_routes
@@ -50,6 +51,7 @@ from agentpost.hub.routes import (
     messages,
     meta,
     relations,
+    reservations,
     rooms,
     search,
     thin,
@@ -116,6 +118,11 @@ ROUTES = [
     Route("/v1/worker/lease", leases.current, methods=["GET"]),
     Route("/v1/worker/lease/renew", leases.renew, methods=["POST"]),
     Route("/v1/worker/lease/release", leases.release, methods=["POST"]),
+    Route("/v1/workspaces/{ws}/reservations", reservations.reserve, methods=["POST"]),
+    Route("/v1/workspaces/{ws}/reservations", reservations.list_reservations, methods=["GET"]),
+    Route("/v1/workspaces/{ws}/reservations/check", reservations.check, methods=["POST"]),
+    Route("/v1/reservations/{reservation}/renew", reservations.renew, methods=["POST"]),
+    Route("/v1/reservations/{reservation}", reservations.release, methods=["DELETE"]),
     Route("/v1/workspaces/{ws}/members", members.list_members, methods=["GET"]),
     Route("/v1/workspaces/{ws}/members/{name}", members.get_member, methods=["GET"]),
     Route("/v1/rooms/{room}/cancel", messages.cancel, methods=["POST"]),
@@ -197,6 +204,11 @@ async def _sweep_once(hub: Hub, kept: RetentionSweep) -> None:
             pass  # in batches, so the sweep never holds the writer long
     except AgentpostError as exc:
         log.warning("origin sweep skipped: %s", exc.message)
+    try:
+        while await hub.engine.write(reservation_rules.sweep) >= 200:
+            pass  # in batches, as the origins above
+    except AgentpostError as exc:
+        log.warning("reservation sweep skipped: %s", exc.message)
     try:
         swept = await kept.sweep()
     except AgentpostError as exc:

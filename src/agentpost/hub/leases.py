@@ -29,6 +29,7 @@ import re
 
 import msgspec
 
+from agentpost.core import lease as rules
 from agentpost.core.clock import now_ms, rfc3339
 from agentpost.core.errors import Code, RequestError
 from agentpost.hub.schemas import LeaseHolder
@@ -87,7 +88,7 @@ def holder_out(lease: Lease, now: int | None = None) -> LeaseHolder:
 
 
 def live(lease: Lease, now: int) -> bool:
-    return lease.fence > 0 and not lease.released and lease.expires_at > now
+    return rules.live(lease.fence, lease.released, lease.expires_at, now)
 
 
 def _agent(member: Member) -> None:
@@ -117,13 +118,13 @@ def take(
         raise LeaseHeld(old)
     new = Lease(
         member_id=member.id,
-        fence=old.fence + 1,
+        fence=rules.next_fence(old.fence),
         worker_id=worker_id,
         host=host,
         pid=pid,
         since=now,
         renewed_at=now,
-        expires_at=now + lease_ms,
+        expires_at=rules.until(now, lease_ms),
         released=False,
     )
     leases.put(tx, new)
@@ -152,13 +153,13 @@ def hold_for_queue(tx: Tx, member: Member, lease_ms: int) -> Lease | None:
         return None
     new = Lease(
         member_id=member.id,
-        fence=old.fence + 1,
+        fence=rules.next_fence(old.fence),
         worker_id=QUEUE_WORKER_ID,
         host=QUEUE_HOST,
         pid=0,
         since=now,
         renewed_at=now,
-        expires_at=now + lease_ms,
+        expires_at=rules.until(now, lease_ms),
         released=False,
     )
     leases.put(tx, new)

@@ -117,10 +117,13 @@ def append_event(
     return ev, body
 
 
-def append_notice(tx: Tx, room: Room, notice: routing.fences.Notice, about: str) -> None:
+def append_notice(
+    tx: Tx, room: Room, notice: routing.fences.Notice, about: str | None
+) -> None:
     """A hub notice (type `notice`, sender kind `system`) right after the event it is
     about, in the same transaction: a retried post replays its answer and never writes a
-    second one. It wakes no one; readers of the room see it (docs/delegation.md)."""
+    second one. It wakes no one; readers of the room see it (docs/delegation.md). `about`
+    None: a notice about no event (a file reservation's grant or end, docs/reservations.md)."""
     seq = rooms.next_seq(tx, room.id)
     assert seq is not None  # the room's row is locked by this transaction
     ev = Event(

@@ -405,3 +405,102 @@ class DeliveryOut(msgspec.Struct):
     room: str
     targets: list[TargetState]
     receipts: list[ReceiptState] | None
+
+
+# File reservations (docs/reservations.md): patterns are gitignore-style globs relative to
+# the repository root (core/globs.py), a project names the repository.
+# No control characters; a project has no space at either end, a pattern or path names more
+# than the root ("/", "."), and a pattern opening with "!" or "#" (a negation or comment in
+# gitignore) must escape it.
+_TEXT = r"[^\x00-\x1f\x7f]"
+_NAMED = rf"[/.]{_TEXT}*[^/.\x00-\x1f\x7f]{_TEXT}*"
+Project = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=300,
+        pattern=rf"^[^\x00-\x20\x7f](?:{_TEXT}*[^\x00-\x20\x7f])?$",
+        description="a repository: a name, or its normalized origin URL",
+    ),
+]
+PathPattern = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1, max_length=512, pattern=rf"^(?:[^!#/.\x00-\x1f\x7f]{_TEXT}*|{_NAMED})$"
+    ),
+]
+RepoPath = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1, max_length=4096, pattern=rf"^(?:[^/.\x00-\x1f\x7f]{_TEXT}*|{_NAMED})$"
+    ),
+]
+ReserveSeconds = Annotated[int, msgspec.Meta(ge=1, le=7 * 86400)]
+
+
+class ReserveIn(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /v1/workspaces/{ws}/reservations`: hold these patterns of a project."""
+
+    project: Project
+    paths: Annotated[list[PathPattern], msgspec.Meta(min_length=1, max_length=100)]
+    exclusive: bool = True
+    ttl_seconds: ReserveSeconds = 3600
+    reason: Annotated[str, msgspec.Meta(max_length=1024)] = ""
+    room: str | None = None  # the room id that announces its grant and its end
+
+
+class RenewIn(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /v1/reservations/{id}/renew`: hold it `ttl_seconds` from now."""
+
+    ttl_seconds: ReserveSeconds = 3600
+
+
+class CheckIn(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /v1/workspaces/{ws}/reservations/check`: concrete paths about to be written."""
+
+    project: Project
+    paths: Annotated[list[RepoPath], msgspec.Meta(min_length=1, max_length=10000)]
+
+
+class ReservationOut(msgspec.Struct):
+    id: str
+    project: str
+    paths: list[str]
+    exclusive: bool
+    holder: str
+    holder_id: str
+    fence: int
+    reason: str
+    room: str | None
+    since: str
+    renewed_at: str
+    expires_at: str
+    # held, or how it ended: released, forced, expired, removed
+    state: str
+    ended_at: str | None = None
+
+
+class ReservationReply(msgspec.Struct):
+    reservation: ReservationOut
+
+
+class ReservationList(msgspec.Struct):
+    reservations: list[ReservationOut]
+
+
+class ReservationConflictOut(msgspec.Struct):
+    """One reservation of another member in the way: the holder, its patterns that collide
+    (`paths`), and which of the asked patterns or paths they collide with (`requested`)."""
+
+    id: str
+    holder: str
+    holder_id: str
+    paths: list[str]
+    requested: list[str]
+    exclusive: bool
+    reason: str
+    expires_at: str
+
+
+class ConflictList(msgspec.Struct):
+    conflicts: list[ReservationConflictOut]

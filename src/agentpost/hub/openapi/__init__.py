@@ -28,6 +28,7 @@ from agentpost.hub.openapi import (
     messages,
     meta,
     relations,
+    reservations,
     rooms,
     search,
     threads,
@@ -52,6 +53,7 @@ PARTS: list[Callable[[], dict[str, dict[str, Any]]]] = [
     leases.operations,
     web.operations,
     export.operations,
+    reservations.operations,
 ]
 
 

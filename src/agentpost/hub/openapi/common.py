@@ -15,6 +15,8 @@ from agentpost.hub.errors import STATUS
 from agentpost.hub.schemas import (
     AckIn,
     CancelIn,
+    CheckIn,
+    ConflictList,
     DeliveryOut,
     EditIn,
     Event,
@@ -35,6 +37,10 @@ from agentpost.hub.schemas import (
     ReadIn,
     ReadMarkerOut,
     RedactionIn,
+    RenewIn,
+    ReservationList,
+    ReservationReply,
+    ReserveIn,
     RetentionIn,
     RetentionReply,
     RoomIn,
@@ -244,6 +250,7 @@ STRUCTS += [EditIn, ReactionIn, RedactionIn]  # relations (§13)
 STRUCTS += [ReadIn, ReadMarkerOut]  # read markers (docs/api.md)
 STRUCTS += [RoomPresence]  # a room stream's presence frames (docs/api.md)
 STRUCTS += [OwnerIn, MemberOwnerSet]  # identity: an agent's owner (docs/architecture.md#identity)
+STRUCTS += [ReserveIn, RenewIn, CheckIn, ReservationReply, ReservationList, ConflictList]  # §16
 
 JSON = "application/json"
 SSE = "text/event-stream"

@@ -8,7 +8,7 @@ from starlette.responses import Response
 
 from agentpost.core.errors import Code, RequestError
 from agentpost.core.ids import new_token, token_hash
-from agentpost.hub import auth
+from agentpost.hub import auth, reservations
 from agentpost.hub.decode import read_json
 from agentpost.hub.errors import json_response
 from agentpost.hub.notify import inbox_key, room_key
@@ -162,6 +162,8 @@ async def remove_member(request: Request) -> Response:
         # A hard removal leaves its agents with no owner: their cached rows must not say
         # otherwise (docs/architecture.md#identity).
         changed[:] = members.owned_agents(tx, m.id) if hard else []
+        # Its files are free again, said while its name is still known (docs/reservations.md).
+        reservations.end_of_holder(tx, m.id)
         members.remove_member(tx, m.id, hard)
         # Its streams and long polls wake, see the removal and end now, not at the next event.
         for key in [inbox_key(m.id), *(room_key(r.id) for r in its_rooms)]:
