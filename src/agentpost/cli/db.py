@@ -158,6 +158,11 @@ def backup_cmd(
 @db.command("restore")
 @click.argument("src", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @_where
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Restore a backup that fails its checks all the same (what failed is listed).",
+)
 @json_option
 def restore_cmd(
     src: Path,
@@ -165,11 +170,13 @@ def restore_cmd(
     db_password_file: Path | None,
     data_dir: Path | None,
     blobs_dir: Path | None,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Restore the backup SRC into a new or empty data dir (SQLite) or an empty database
-    (PostgreSQL, with --db). The backup is checked whole first; nothing is changed if it
-    fails."""
+    (PostgreSQL, with --db). The backup is checked first as `db verify` checks a data home
+    (each file's sha256, its rows, the manifest's counts); nothing is changed if it fails
+    (backup_invalid, exit 1), unless --force."""
     from agentpost.core.errors import AgentpostError
     from agentpost.store import backup
 
@@ -183,19 +190,21 @@ def restore_cmd(
             EXIT_FINAL,
         )
     try:
-        manifest = backup.restore(src, store)
+        manifest = backup.restore(src, store, force=force)
     except (AgentpostError, OSError, sqlite3.Error) as exc:
         _failed(as_json, exc)
     counts = manifest["counts"]
     where = store.data_dir if store.engine == "sqlite" else "the database"
-    emit(
-        as_json,
-        {"restored": str(src), **manifest},
-        lambda: console.print(
+
+    def human() -> None:
+        for p in manifest.get("problems_forced", []):
+            console.print(f"[red]forced past[/red] {p['check']}: {p['message']}", highlight=False)
+        console.print(
             f"restored {counts['events']} events in {counts['rooms']} rooms and "
             f"{manifest['blobs']} files into {where}; start a hub on it"
-        ),
-    )
+        )
+
+    emit(as_json, {"restored": str(src), **manifest}, human)
 
 
 @db.command("verify")

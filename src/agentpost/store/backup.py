@@ -317,9 +317,21 @@ def backup(store: Store, dest: Path) -> dict[str, Any]:
         return _backup(store, dest)
 
 
+def _inside(path: Path, home: Path) -> bool:
+    where, root = path.resolve(), home.resolve()
+    return where == root or root in where.parents
+
+
 def _backup(store: Store, dest: Path) -> dict[str, Any]:
     if not _empty_or_missing(dest):
         raise OpsError(Code.TARGET_EXISTS, f"{dest} exists and is not empty; name a new one")
+    for home in (store.data_dir, store.blob_dir):
+        # A backup inside what it backs up is lost with it, and the next backup copies it.
+        if home.exists() and _inside(dest, home):
+            raise OpsError(
+                Code.INVALID_REQUEST,
+                f"{dest} is inside {home}, which it backs up: write the backup elsewhere",
+            )
     with _partial(dest, "partial") as work:
         if store.engine == "sqlite":
             facts = _sqlite_copy(store.sqlite_path, work / SQLITE_FILE)
@@ -346,6 +358,13 @@ def _backup(store: Store, dest: Path) -> dict[str, Any]:
         token = store.data_dir / ADMIN_TOKEN
         if token.is_file():
             _write_file(work / ADMIN_TOKEN, token.read_bytes())
+        # Every file but the blobs (named by their own sha256) by its sha256: restore
+        # refuses bytes that changed since.
+        files = {
+            f.name: hash_file(f)[0]
+            for f in (work / SQLITE_FILE, work / PG_DUMP, work / ADMIN_TOKEN)
+            if f.is_file()
+        }
         manifest = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -359,6 +378,7 @@ def _backup(store: Store, dest: Path) -> dict[str, Any]:
             "problems": problems,
             "missing_blobs": missing,  # not in the hub's own store: known, not restorable
             "blob_hashes": copied,
+            "files": files,
         }
         if "pg_schema" in facts:
             manifest["pg_schema"] = facts["pg_schema"]
@@ -462,60 +482,136 @@ def read_manifest(src: Path) -> dict[str, Any]:
     return manifest
 
 
-def check_backup(src: Path) -> tuple[dict[str, Any], list[str]]:
-    """The manifest and what is wrong with the backup at `src` (its blobs hashed, its
-    database checked), without changing it."""
+Problem = dict[str, str]  # {"check": …, "message": …}, as `db verify` reports them
+
+
+def _problem(check: str, message: str) -> Problem:
+    return {"check": check, "message": message}
+
+
+def check_backup(src: Path) -> tuple[dict[str, Any], list[Problem]]:
+    """The manifest and what is wrong with the backup at `src`, without changing it: each
+    file's sha256 against the manifest's, its blobs hashed, and on SQLite every check of
+    `db verify` on its database and the manifest's counts against the rows (PostgreSQL's
+    rows are checked once restored: `_pg_restore`)."""
     manifest = read_manifest(src)
-    problems: list[str] = []
+    problems: list[Problem] = []
+    files = manifest.get("files", {})  # absent from a backup made before it was recorded
+    if not isinstance(files, dict):
+        return manifest, [_problem("manifest", "its files are not a name → sha256 map")]
+    for name, want in sorted(files.items()):
+        path = src / str(name)
+        if name not in (SQLITE_FILE, PG_DUMP, ADMIN_TOKEN):
+            problems.append(_problem("manifest", f"it names {name!r}, no file of a backup"))
+        elif not path.is_file():
+            problems.append(_problem("files", f"{path} is missing"))
+        elif hash_file(path)[0] != want:
+            problems.append(_problem("sha256", f"{path} is not the file the backup wrote"))
     engine = manifest.get("engine")
-    if engine == "sqlite":
-        db = src / SQLITE_FILE
-        if not db.is_file():
-            return manifest, [f"{db} is missing"]
-        conn = sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True)
-        try:
-            if conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
-                problems.append(f"{db} fails SQLite's integrity check")
-            hashes = _facts(lambda sql: conn.execute(sql).fetchall())["hashes"]
-        except sqlite3.Error as exc:
-            return manifest, [f"{db} cannot be read: {exc}"]
-        finally:
-            conn.close()
-    elif engine == "postgresql":
-        dump = src / PG_DUMP
-        if not dump.is_file():
-            return manifest, [f"{dump} is missing"]
-        listed = subprocess.run(
-            [_pg_tool("pg_restore"), "--list", str(dump)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if listed.returncode != 0:
-            problems.append(f"{dump} cannot be read: {listed.stderr.strip()[-500:]}")
-        hashes = [str(h) for h in manifest.get("blob_hashes", [])]
-    else:
-        return manifest, [f"unknown engine {engine!r} in the manifest"]
     known = {str(h) for h in manifest.get("missing_blobs", [])}  # said when it was made
-    for sha in hashes:
+    flagged = set()
+    for sha in (str(h) for h in manifest.get("blob_hashes", [])):
         blob = src / BLOBS / sha[:2] / sha
         if sha in known:
             continue
         if not blob.is_file():
-            problems.append(f"the bytes of {sha} are missing from the backup")
+            problems.append(_problem("media", f"the bytes of {sha} are missing from the backup"))
+            flagged.add(sha)
         elif hash_file(blob)[0] != sha:
-            problems.append(f"the bytes of {sha} in the backup do not match their hash")
+            problems.append(_problem("media", f"the bytes of {sha} do not match their hash"))
+            flagged.add(sha)
+    if engine == "sqlite":
+        db = src / SQLITE_FILE
+        if not db.is_file():
+            return manifest, [*problems, _problem("files", f"{db} is missing")]
+        problems += _checked_rows(Store(None, src, src / BLOBS), manifest, known | flagged)
+        return manifest, problems
+    if engine != "postgresql":
+        return manifest, [_problem("manifest", f"unknown engine {engine!r}")]
+    dump = src / PG_DUMP
+    if not dump.is_file():
+        return manifest, [*problems, _problem("files", f"{dump} is missing")]
+    listed = subprocess.run(
+        [_pg_tool("pg_restore"), "--list", str(dump)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if listed.returncode != 0:
+        message = f"{dump} cannot be read: {listed.stderr.strip()[-500:]}"
+        problems.append(_problem("integrity", message))
     return manifest, problems
 
 
-def restore(src: Path, target: Store) -> dict[str, Any]:
+def _checked_rows(store: Store, manifest: dict[str, Any], known: set[str]) -> list[Problem]:
+    """`db verify`'s checks on a database (a backup's SQLite one, or a database just
+    restored) and its counts against the manifest's; media in `known` (missing when the
+    backup was made, or already found damaged in it) are not said twice."""
+    from agentpost.store.verify import verify  # verify reads Store and OpsError from here
+
+    report = verify(store)
+    problems = [
+        p
+        for p in report.problems
+        if not (p["check"] == "media" and any(sha in p["message"] for sha in known))
+    ]
+    if not report.ok and any(p["check"] in ("integrity", "schema") for p in report.problems):
+        return problems  # no rows to count
+    try:
+        counts = _counts(store)
+    except OpsError as exc:
+        return [*problems, _problem("integrity", exc.message)]
+    want = manifest["counts"]
+    for table in _COUNTED:
+        if want.get(table) != counts[table]:
+            problems.append(
+                _problem(
+                    "counts",
+                    f"the manifest counts {want.get(table)} {table}, the database holds "
+                    f"{counts[table]}",
+                )
+            )
+    return problems
+
+
+def _counts(store: Store) -> dict[str, int]:
+    if store.engine == "sqlite":
+        uri = f"file:{quote(str(store.sqlite_path))}?mode=ro&immutable=1"
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            return dict(_facts(lambda sql: conn.execute(sql).fetchall())["counts"])
+        except sqlite3.Error as exc:
+            raise OpsError(Code.BACKUP_INVALID, f"cannot count its rows: {exc}") from exc
+        finally:
+            conn.close()
+    assert store.db_url is not None
+    pg = pg_connect(store.db_url)
+    try:
+        return dict(_facts(lambda sql: pg.execute(sql).fetchall())["counts"])
+    finally:
+        pg.close()
+
+
+def _refused(src: Path, problems: list[Problem], when: str) -> OpsError:
+    checks = ", ".join(sorted({p["check"] for p in problems}))
+    listed = "; ".join(f"{p['check']}: {p['message']}" for p in problems[:5])
+    return OpsError(
+        Code.BACKUP_INVALID,
+        f"{src} fails its checks ({checks}){when}; nothing was restored: {listed} "
+        "(restore --force restores it all the same)",
+        problems=problems,
+    )
+
+
+def restore(src: Path, target: Store, force: bool = False) -> dict[str, Any]:
     """Restore the backup at `src` into `target`: an empty data dir (SQLite) or an empty
-    database (PostgreSQL). Checked whole first; nothing is changed when it fails."""
+    database (PostgreSQL). Checked whole first, as `db verify` checks; nothing is changed
+    when it fails, unless `force` (the checks' findings are then only returned)."""
     with _private():
-        return _restore(src, target)
+        return _restore(src, target, force)
 
 
-def _restore(src: Path, target: Store) -> dict[str, Any]:
+def _restore(src: Path, target: Store, force: bool) -> dict[str, Any]:
     manifest, problems = check_backup(src)
     if manifest["engine"] != target.engine:
         raise OpsError(
@@ -526,12 +622,8 @@ def _restore(src: Path, target: Store) -> dict[str, Any]:
     known = migrate.known_version(target.engine)
     if manifest["schema_version"] > known:
         raise migrate.SchemaTooNew(manifest["schema_version"], known)
-    if problems:
-        raise OpsError(
-            Code.BACKUP_INVALID,
-            f"{src} fails its check; nothing was restored: " + "; ".join(problems[:5]),
-            problems=problems,
-        )
+    if problems and not force:
+        raise _refused(src, problems, "")
     if target.engine == "sqlite":
         if target.db_url is not None:
             raise OpsError(Code.INVALID_REQUEST, "restore a SQLite backup with --data DIR")
@@ -544,7 +636,7 @@ def _restore(src: Path, target: Store) -> dict[str, Any]:
             shutil.copyfile(src / SQLITE_FILE, work / SQLITE_FILE)
             os.chmod(work / SQLITE_FILE, FILE_MODE)
             elsewhere = target.blob_dir != target.data_dir / BLOBS  # the hub's --blobs DIR
-            _copy_blobs(src, target.blob_dir if elsewhere else work / BLOBS)
+            _copy_blobs(src, target.blob_dir if elsewhere else work / BLOBS, force)
             if (src / ADMIN_TOKEN).is_file():
                 _write_file(work / ADMIN_TOKEN, (src / ADMIN_TOKEN).read_bytes())
             with open(work / SQLITE_FILE, "rb+") as f:
@@ -553,24 +645,24 @@ def _restore(src: Path, target: Store) -> dict[str, Any]:
             _crash_point("restore:copied")
     else:
         assert target.db_url is not None
-        _pg_restore(src, target, manifest)
-    return manifest
+        _pg_restore(src, target, manifest, force)
+    return {**manifest, "problems_forced": problems} if problems else manifest
 
 
-def _copy_blobs(src: Path, blob_dir: Path) -> None:
+def _copy_blobs(src: Path, blob_dir: Path, force: bool = False) -> None:
     blob_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     for blob in sorted((src / BLOBS).glob("*/*")):
         if blob.name.startswith("."):
             continue
         problem = _copy_checked(blob, blob_dir / blob.name[:2] / blob.name, blob.name)
-        if problem is not None:
+        if problem is not None and not force:  # forced: a damaged blob is left out
             raise OpsError(Code.BACKUP_INVALID, problem)
     for d in [blob_dir, *blob_dir.glob("*")]:
         if d.is_dir():
             _fsync_dir(d)
 
 
-def _pg_restore(src: Path, target: Store, manifest: dict[str, Any]) -> None:
+def _pg_restore(src: Path, target: Store, manifest: dict[str, Any], force: bool) -> None:
     assert target.db_url is not None
     pg_restore = _pg_tool("pg_restore")
     conn = pg_connect(target.db_url)
@@ -637,7 +729,26 @@ def _pg_restore(src: Path, target: Store, manifest: dict[str, Any]) -> None:
     finally:
         if use_list is not None:
             use_list.unlink(missing_ok=True)
+    if not force:  # the rows, as `db verify` checks them; refused ones are taken out again
+        known_missing = {str(h) for h in manifest.get("missing_blobs", [])}
+        problems = _checked_rows(target, manifest, known_missing)
+        if problems:
+            _empty_schema(target.db_url, wanted, schema_there)
+            raise _refused(src, problems, " once restored")
     token = src / ADMIN_TOKEN
     if token.is_file() and not (target.data_dir / ADMIN_TOKEN).exists():
         target.data_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         _write_file(target.data_dir / ADMIN_TOKEN, token.read_bytes())
+
+
+def _empty_schema(url: str, schema: str, keep: bool) -> None:
+    """Take out what a refused restore put into `schema` (which was empty before it): the
+    schema dropped with everything in it, made again empty when it was there before."""
+    conn = pg_connect(url)
+    try:
+        with conn.transaction():
+            conn.execute(f"DROP SCHEMA {_quoted(schema)} CASCADE")
+            if keep:
+                conn.execute(f"CREATE SCHEMA {_quoted(schema)}")
+    finally:
+        conn.close()

@@ -86,8 +86,10 @@ def _reader(store: Store) -> Iterator[Query]:
                 return conn.execute(sql, params).fetchall()
 
             yield lite
-        except sqlite3.Error as exc:
+        except sqlite3.OperationalError as exc:  # locked, or cannot be opened now: retry
             raise OpsError(Code.STORAGE_UNAVAILABLE, f"cannot read {path}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:  # malformed, truncated, not a database
+            raise _Unreadable(f"{path} cannot be read: {exc}") from exc
         finally:
             conn.close()
         return
@@ -109,20 +111,28 @@ def _reader(store: Store) -> Iterator[Query]:
         pg.close()
 
 
+class _Unreadable(Exception):
+    """The database's bytes are not a database (truncated, overwritten): a problem of the
+    data, never a reason to try again."""
+
+
 def verify(store: Store, hash_blobs: bool = True) -> Report:
     """Every check on `store`; the report lists what is wrong."""
     report = Report()
-    with _reader(store) as q:
-        if store.engine == "sqlite":
-            _integrity(q, report)
-        if not _schema(q, store.engine, report):
-            return report  # the tables below may not be what this agentpost reads
-        _seqs(q, report)
-        _events(q, report)
-        _media(q, store, report, hash_blobs)
-        _keys(q, report)
-        _inbox(q, report)
-        _tokens(q, report)
+    try:
+        with _reader(store) as q:
+            if store.engine == "sqlite":
+                _integrity(q, report)
+            if not _schema(q, store.engine, report):
+                return report  # the tables below may not be what this agentpost reads
+            _seqs(q, report)
+            _events(q, report)
+            _media(q, store, report, hash_blobs)
+            _keys(q, report)
+            _inbox(q, report)
+            _tokens(q, report)
+    except _Unreadable as exc:
+        report.problem("integrity", str(exc))
     return report
 
 
