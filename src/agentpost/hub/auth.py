@@ -2,7 +2,7 @@
 
 A removed member is refused on its very next request (docs/api.md), on every process: see
 `TokenCache` for how a cached answer keeps that. Every member let through is stamped as
-seen (presence, §12): in memory, never a write.
+seen (presence, docs/presence.md): in memory, never a write.
 """
 
 from __future__ import annotations

@@ -342,7 +342,8 @@ def sweep_temp_files(tmp: Path, now: float | None = None) -> int:
     """Remove the upload temp files whose writer is gone (killed mid-upload); the number
     removed. A writer holds its file's `flock` until it is done, and the kernel drops the
     lock of a killed process, so a file we can lock is nobody's: on a blob dir shared by
-    several hub processes (PostgreSQL, §8) a live hub's upload in progress is left alone.
+    several hub processes (PostgreSQL, docs/architecture.md#many-hub-processes) a live hub's upload
+    in progress is left alone.
     A staging file (a writer died between making and locking it) goes once an hour old."""
     removed = 0
     for path in tmp.glob(TEMP_PREFIX + "*"):
@@ -459,7 +460,8 @@ class _Sink:
 
     def result(self) -> Upload:
         if not self.ended:
-            # A body cut short is no upload, whatever its parts held so far (§3 Media).
+            # A body cut short is no upload, whatever its parts held so far (docs/api.md
+            # "Limits of what a request may carry").
             raise RequestError(
                 Code.INVALID_REQUEST,
                 "the multipart body ends before its closing boundary; nothing was stored",

@@ -50,12 +50,14 @@ class HubConfig:
     max_streams_per_member: int = field(
         default_factory=lambda: int(os.environ.get("AGENTPOST_MAX_STREAMS", "16"))
     )
-    # A browser's stream ticket opens its room's stream only this soon (§9).
+    # A browser's stream ticket opens its room's stream only this soon
+    # (docs/api.md "Stream tickets (for browsers)").
     stream_ticket_seconds: float = field(
         default_factory=lambda: float(os.environ.get("AGENTPOST_STREAM_TICKET_SECONDS", "60"))
     )
 
-    # Presence (§12): online means seen this recently; stamps reach the store this often.
+    # Presence (docs/presence.md): online means seen this recently; stamps reach the store this
+    # often.
     presence_online_seconds: float = field(
         default_factory=lambda: float(os.environ.get("AGENTPOST_PRESENCE_ONLINE", "60"))
     )
@@ -68,13 +70,14 @@ class HubConfig:
         default_factory=lambda: float(os.environ.get("AGENTPOST_PRESENCE_PUSH", "5"))
     )
 
-    # One Worker (§6): a Worker's lease lapses this long after its last renewal.
+    # One Worker per agent (docs/architecture.md#one-worker-per-agent): a Worker's lease
+    # lapses this long after its last renewal.
     worker_lease_seconds: float = field(
         default_factory=lambda: float(os.environ.get("AGENTPOST_WORKER_LEASE_SECONDS", "30"))
     )
 
-    # The AG2 relay profile (§13): a served task's lease runs this long past the poll that
-    # served or last extended it (docs/ag2.md).
+    # The AG2 relay profile (docs/architecture.md#ag2-relay-profile, docs/ag2.md): a served
+    # task's lease runs this long past the poll that served or last extended it.
     ag2_lease_seconds: float = field(
         default_factory=lambda: float(os.environ.get("AGENTPOST_AG2_LEASE_SECONDS", "60"))
     )
@@ -85,12 +88,13 @@ class HubConfig:
         default_factory=lambda: float(os.environ.get("AGENTPOST_BLOB_FREE_GRACE", "600"))
     )
 
-    # A2A push targets (§14): CIDRs and host names a push may reach although they are
-    # internal (loopback, private, link-local…); by default none (hub/a2a/targets.py).
+    # A2A push targets (docs/a2a.md "Push targets"): CIDRs and host names a push may reach
+    # although they are internal (loopback, private, link-local…); by default none
+    # (hub/a2a/targets.py).
     push_allow: str = field(default_factory=lambda: os.environ.get("AGENTPOST_PUSH_ALLOW", ""))
 
-    # The URL the hub is reached at (§14): every URL the hub writes (agent cards, push
-    # bases, media links) starts with it; never a request's Host header. Unset, the bound
+    # The URL the hub is reached at (docs/a2a.md "Where"): every URL the hub writes (agent cards,
+    # push bases, media links) starts with it; never a request's Host header. Unset, the bound
     # address (`bound_url`, set when serving starts).
     public_url: str = field(default_factory=lambda: os.environ.get(PUBLIC_URL_ENV, ""))
     bound_url: str = ""

@@ -1,5 +1,5 @@
 """Request decoding: size cap, JSON, schema, nesting depth; each failure its own stable
-code (§3)."""
+code (docs/api.md "Limits of what a request may carry", "Error codes")."""
 
 from __future__ import annotations
 

@@ -70,9 +70,9 @@ def _target(
 
 
 def _receipts(db: Db, event: Event, agents: list[str]) -> list[ReceiptState] | None:
-    """Who owes an answer and whether it came: for an agent's delegation, each delegate's
-    receipt (its terminal slot, §4); for a person's message, each agent it woke and the
-    answer that told the person. None when the event asked no agent."""
+    """Who owes an answer and whether it came: for an agent's delegation, each delegate's receipt
+    (its terminal slot, docs/architecture.md#receipts); for a person's message, each agent it woke
+    and the answer that told the person. None when the event asked no agent."""
     delegated_to = event.metadata.get("delegated_to")
     if isinstance(delegated_to, list) and delegated_to:
         slots = delivery.receipts_of(db, event.id)

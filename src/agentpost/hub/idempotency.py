@@ -12,7 +12,8 @@
 - A refusal for content (`Rejected`) is recorded as state `rejected` and replayed as such,
   and only that record commits: the refused job's other writes (its seq) are undone first;
   every other refusal rolls back with the job and leaves the key unused.
-- Send state (§5): a key's record is readable by its sender, whatever became of the room.
+- Send state (docs/threads.md "Sending once"): a key's record is readable by its sender,
+  whatever became of the room.
 - An answer never changes while its key lives (only the sweep deletes a record, past its
   TTL; a renewal needs it expired), so this process replays the answers it saw committed
   from memory (`RecentAnswers`). A key it does not know goes straight to the write, whose
@@ -49,7 +50,8 @@ STATE_REJECTED = "rejected"
 
 
 class Rejected(AgentpostError):
-    """A refusal for the request's content by a room policy: it consumes the key (§3)."""
+    """A refusal for the request's content by a room policy: it consumes the key
+    (docs/architecture.md#one-key-one-event)."""
 
     def __init__(self, message: str, reason: str, room_id: str | None = None) -> None:
         super().__init__(Code.COMMAND_REJECTED, message, reason=reason)
@@ -97,7 +99,8 @@ class RecentAnswers:
         known = self._known.get(slot)
         if known is None or known.created_at >= cutoff:
             return known
-        self._drop(slot)  # expired: the key is new again, the claim decides (§3)
+        # Expired: the key is new again, the claim decides (docs/architecture.md#one-key-one-event).
+        self._drop(slot)
         return None
 
     def put(self, slot: tuple[str, str], known: Known) -> None:
@@ -169,12 +172,13 @@ class Idempotency:
         return Answer(rec.status, rec.body, REPLAYED)
 
     async def lookup(self, member_id: str, key: str) -> KeyRecord | None:
-        """The live record of a key, for the send-state route (§5)."""
+        """The live record of a key, for the send-state route (docs/threads.md "Sending once")."""
         rec = await self.engine.read(lambda db: keys.get(db, member_id, key))
         return rec if rec is not None and rec.created_at >= self._cutoff() else None
 
     async def send_state(self, member_id: str, key: str, room_id: str) -> KeyRecord:
-        """What the hub recorded for the caller's key in `room_id` (send state, §5).
+        """What the hub recorded for the caller's key in `room_id` (send state, docs/threads.md
+        "Sending once").
 
         Looked up under the caller's own member id, so only a key's sender can read it, and
         before anything about the room: a delivered key is reported even after its room was
@@ -265,7 +269,8 @@ class Idempotency:
             made = create(tx)
         except Rejected as exc:
             # The refusal is recorded, but nothing else the job wrote may commit with it:
-            # the seq it took above all (gap-free seqs, §2). Undo the job, then record.
+            # the seq it took above all (gap-free seqs, docs/architecture.md#data-model). Undo the
+            # job, then record.
             refused = Created(422, msgspec.json.encode(exc.body()), exc.room_id, None)
             raise UndoJob(
                 lambda tx: self._record_rejected(tx, member_id, key, fp, now, refused)
@@ -287,7 +292,8 @@ class Idempotency:
             cutoff = self._cutoff()
             if rec.created_at >= cutoff:
                 return rec
-            keys.delete_expired(tx, member_id, key, cutoff)  # the key is new again (§3)
+            # The key is new again (docs/architecture.md#one-key-one-event).
+            keys.delete_expired(tx, member_id, key, cutoff)
             if keys.claim(tx, member_id, key, fp, now):
                 return None
             # Another process renewed it first (it deleted the expired record and committed

@@ -41,7 +41,8 @@ class Notifier:
 
     def close(self) -> None:
         """The hub is shutting down: wake every waiter for good. Streams and long polls
-        see `closed` and end, so a shutdown is not held up by readers (§3 Starting)."""
+        see `closed` and end, so a shutdown is not held up by readers (docs/api.md "Streams and
+        long polls")."""
         self.closed = True
         self.notify(ALL)
 

@@ -1,4 +1,5 @@
-"""Running the hub: uvicorn on one loopback port, the "listening on" line (§3 Starting).
+"""Running the hub: uvicorn on one loopback port, the "listening on" line (README.md "Five
+minutes with the hub").
 
 Everything that can go wrong at start (the data dir, another hub on it, the port, the
 database) is tried before uvicorn runs, so a mistake ends in one line naming it
@@ -60,8 +61,8 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def _prepare(config: HubConfig) -> tuple[DataDirLock | None, socket.socket, Engine]:
-    """The data dir (0700), its lock (SQLite: one hub per data dir, §15), the admin token,
-    the port and the open database."""
+    """The data dir (0700), its lock (SQLite: docs/architecture.md#one-hub-per-data-dir), the
+    admin token, the port and the open database."""
     lock = None
     try:
         private_dir(config.data_dir)

@@ -3,15 +3,15 @@ docs/ag2.md): a task's result, a dead-letter, and a room op's message, each post
 hub's own posting path (gates, routing, receipts, the sensitive-data filter) inside the request's
 transaction.
 
-A result answers the task's event: a delegation gets a receipt (`reply_kind` result, or
-error for a dead-letter), a person's message a plain reply that wakes them once (§4 "a
-person who asks is told"). The result markers are read here: `[no-send]`, `[REPLIED]` and
-`[deduped: id]` at the start complete the task with no post (a delegation still gets its
-receipt after `[REPLIED]`: the text that follows the marker, or a pointer to the reply);
-`[channel: !room]` on the first line posts in that room instead (plain, when the agent
-takes part in it; otherwise the answer stays in the task's room); `[dm-only]` anywhere
-forbids that redirect and is taken out when alone on its line. Text longer than
-`CHUNK_CHARS` is posted in several messages, the first one answering the task.
+A result answers the task's event: a delegation gets a receipt (`reply_kind` result, or error for a
+dead-letter), a person's message a plain reply that wakes them once ("a person who asks is told",
+docs/architecture.md#receipts). The result markers are read here: `[no-send]`, `[REPLIED]` and
+`[deduped: id]` at the start complete the task with no post (a delegation still gets its receipt
+after `[REPLIED]`: the text that follows the marker, or a pointer to the reply); `[channel: !room]`
+on the first line posts in that room instead (plain, when the agent takes part in it; otherwise the
+answer stays in the task's room); `[dm-only]` anywhere forbids that redirect and is taken out when
+alone on its line. Text longer than `CHUNK_CHARS` is posted in several messages, the first one
+answering the task.
 
 A room op's message in a room where the agent's task is out answers that task: the first
 one (the Worker's placeholder) is posted as the reply to the task's event, and later ones

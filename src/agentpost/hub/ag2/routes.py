@@ -278,7 +278,7 @@ async def upload(request: Request) -> Response:
 
 async def heartbeat(request: Request) -> Response:
     hub = hub_of(request)
-    member = await _agent(request, hub)  # an authenticated request marks it seen (§12)
+    member = await _agent(request, hub)  # an authenticated request marks it seen (docs/presence.md)
     body = decode_json(await read_body(request, hub.config.max_json_bytes), wire.HeartbeatIn)
     released = await hub.engine.write(lambda tx: tasks.heartbeat(tx, member, body.inflight))
     if released:

@@ -87,7 +87,8 @@ def poll(tx: Tx, member: Member, now: int, lease_ms: int, extend: bool = True) -
             ag2.finish(tx, t, DROPPED, now)
             continue
         ag2.lease(tx, t, t.attempt + 1, now + lease_ms)
-        delivery.mark_read(tx, member.id, t.cursor - 1, t.cursor, now)  # handed out (§12)
+        # Handed out (docs/delivery.md).
+        delivery.mark_read(tx, member.id, t.cursor - 1, t.cursor, now)
         busy.add(t.room_id)
         served.append(Served(ag2.get(tx, member.id, t.event_id) or t, ev))
     _advance_inbox(tx, member, now)

@@ -69,7 +69,8 @@ def post_operations() -> dict[str, dict[str, Any]]:
         params=[ROOM_ID, IDEMPOTENCY_KEY, WORKER_FENCE, CAUSE],
         body="MessageIn",
     )
-    # A refusal for content is recorded under the key and replayed with its status (§3).
+    # A refusal for content is recorded under the key and replayed with its status
+    # (docs/architecture.md#one-key-one-event).
     post_message["responses"]["422"]["headers"] = IDEMPOTENCY_STATUS
     post_media["responses"]["422"]["headers"] = IDEMPOTENCY_STATUS
     return {

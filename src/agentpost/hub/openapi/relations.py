@@ -38,7 +38,8 @@ def operations() -> dict[str, dict[str, Any]]:
             params=params,
             body=body,
         )
-        # A refusal for content is recorded under the key and replayed with its status (§3).
+        # A refusal for content is recorded under the key and replayed with its status
+        # (docs/architecture.md#one-key-one-event).
         op["responses"]["422"]["headers"] = IDEMPOTENCY_STATUS
         if kind == "redactions":
             op["requestBody"]["required"] = False  # no body: no reason

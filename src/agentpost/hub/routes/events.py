@@ -1,6 +1,6 @@
 """Reading a room: pages of events, the SSE stream (resumable by `Last-Event-ID`, with the
 room's presence frames on request), and the stream tickets a browser opens that stream
-with (§3, §9)."""
+with (docs/api.md "Streams and long polls", "Stream tickets (for browsers)")."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ log = logging.getLogger("agentpost.hub")
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 # A page answered at once (events, the inbox) holds at most this many bytes of bodies
-# (always at least one event): a client pages until a page comes back empty (§3 Paging).
+# (always at least one event): a client pages until a page comes back empty (docs/api.md
+# "Streams and long polls").
 ANSWER_BYTES = 4 * 1024 * 1024
 
 

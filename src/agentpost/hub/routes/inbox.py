@@ -1,4 +1,5 @@
-"""A member's inbox: long poll, SSE, and the acknowledged cursor; and `/v1/me` (§2, §3)."""
+"""A member's inbox: long poll, SSE, and the acknowledged cursor; and `/v1/me` (docs/api.md
+"Routes", "The inbox serves what you may read")."""
 
 from __future__ import annotations
 
@@ -104,7 +105,8 @@ async def inbox_stream(request: Request) -> Response:
 
 
 async def _handed_out(hub: Hub, member_id: str, after: int, upto: int) -> None:
-    """Record a page handed to the member's client as `read` (§12): one write per page."""
+    """Record a page handed to the member's client as `read` (docs/delivery.md): one write per
+    page."""
     at = now_ms()
     await hub.engine.write(lambda tx: delivery.mark_read(tx, member_id, after, upto, at))
 

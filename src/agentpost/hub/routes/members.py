@@ -67,8 +67,8 @@ async def list_members(request: Request) -> Response:
 
 
 async def get_member(request: Request) -> Response:
-    """One member of the caller's workspace: a Worker asks who owns an agent (§6), and
-    its own presence as the hub sees it (§12)."""
+    """One member of the caller's workspace: a Worker asks who owns an agent
+    (docs/architecture.md#identity), and its own presence as the hub sees it (docs/presence.md)."""
     hub = hub_of(request)
     who = await _caller(request, hub)
     name = request.path_params["name"]

@@ -54,7 +54,8 @@ def trigger_header(raw: str | None) -> str | None:
 
 def normalize(body: MessageIn, worker: bool = False) -> dict[str, Any]:
     """The request as stored and compared: text trimmed, defaults filled in, metadata only
-    the hub (or, unless `worker`, only a Worker) writes dropped (§3, §4, §6)."""
+    the hub (or, unless `worker`, only a Worker) writes dropped (docs/architecture.md#write-path,
+    docs/architecture.md#server-owned-metadata)."""
     text = body.text.strip()
     if not text and not body.attachments:
         raise RequestError(Code.INVALID_REQUEST, "text must not be blank", field="$.text")
@@ -166,7 +167,7 @@ async def _message_answer(
 
     async def ask_router() -> None:
         # Only a new post of a human with no live mention in an `llm` room asks the model,
-        # before the write transaction (§4); a replay never does.
+        # before the write transaction (docs/architecture.md#write-path); a replay never does.
         assert settings is not None
         candidates = await hub.engine.read(
             lambda db: router.llm_candidates(db, room_id, member, normalized["text"])
@@ -215,7 +216,8 @@ async def _message_answer(
 
 async def cancel(request: Request) -> Response:
     """Cancel the running Turn in the room: posts `/stop` (naming `agent` if given) as the
-    caller, which the routing rules send to the room's live agents (§4, §6). Unkeyed: a
+    caller, which the routing rules send to the room's live agents
+    (docs/connect.md "Cancelling, permissions, time limits"). Unkeyed: a
     second stop is harmless. Participants only, like any post."""
     hub = hub_of(request)
     member = await auth.member(request, hub)

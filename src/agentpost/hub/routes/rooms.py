@@ -76,7 +76,8 @@ def visible_room(db: Db, room_id: str, who: Member | None) -> Room:
 
 
 def _router_available(hub: Hub, router: str | None) -> None:
-    """`llm` needs a model endpoint: on a hub without one it would wake no one (§4)."""
+    """`llm` needs a model endpoint: on a hub without one it would wake no one (docs/delegation.md
+    "The rules")."""
     if router == "llm" and hub.router_settings is None:
         raise RequestError(
             Code.INVALID_REQUEST,
@@ -176,7 +177,8 @@ async def set_participant(request: Request) -> Response:
     adding = request.method == "PUT"
 
     def change(tx: Tx) -> RoomOut:
-        rooms.lock(tx, room_id)  # a post that comes next sees who takes part (§4)
+        # A post that comes next sees who takes part (docs/architecture.md#write-path).
+        rooms.lock(tx, room_id)
         room = visible_room(tx, room_id, who)
         target = members.member_by_name(tx, room.workspace_id, name)
         if target is None or (adding and target.status != "active"):
@@ -229,7 +231,9 @@ async def update_settings(request: Request) -> Response:
         mode = body.mode or room.mode
         master = body.master if body.master is not None else room.master
         if mode == "dynamic":
-            master = None  # a master belongs to master mode; dynamic mode has none (§4)
+            # A master belongs to master mode; dynamic mode has none (docs/delegation.md
+            # "The rules").
+            master = None
         if mode == "master":
             m = members.member_by_name(tx, room.workspace_id, master) if master else None
             if m is None or m.kind != "agent" or m.status != "active":

@@ -3,7 +3,8 @@ this package; `route` is the one entry point, run inside the post's write transa
 
 Order of decisions for an accepted message (the sender gate already passed):
 0. `/stop` from any participant → the room's live agents (or the ones it mentions), to
-   cancel their running Turn (§6); no delegation, no router;
+   cancel their running Turn (docs/connect.md "Cancelling, permissions, time limits");
+   no delegation, no router;
 1. an agent's receipt (`in_reply_to` + `reply_kind` to a marked delegation) → receipts.py;
 2. master mode: star topology (humans → master or fallback; sub-agents → master);
 3. explicit @mentions of live members (an agent's mention of agents is a delegation);
@@ -36,7 +37,8 @@ from agentpost.store.models import Member, Room
 
 log = logging.getLogger("agentpost.hub.routing")
 
-# Metadata only the hub writes; stripped from what clients send (§4).
+# Metadata only the hub writes; stripped from what clients send
+# (docs/architecture.md#server-owned-metadata).
 SERVER_OWNED = (
     "a2a",  # the A2A call an event is (hub/a2a): its agent and messageId
     "delegated_by",
@@ -48,9 +50,9 @@ SERVER_OWNED = (
     fences.DEPTH,
 )
 
-# Metadata only the hub or an agent's own Worker writes (§6: a notice on the page is the
-# hub's or the Worker's, never a member's imitation): kept only on a post that names the
-# agent's current Worker lease (the fence is checked in the post's transaction).
+# Metadata only the hub or an agent's own Worker writes (docs/architecture.md#server-owned-metadata:
+# a notice on the page is the hub's or the Worker's, never a member's imitation): kept only on a
+# post that names the agent's current Worker lease (the fence is checked in the post's transaction).
 WORKER_OWNED = ("agentpost/notice",)
 
 STOP = "/stop"
@@ -80,7 +82,7 @@ def mentioned_names(text: str) -> list[str]:
 
 def live_mentions(db: Tx, sender: Member, text: str) -> list[Member]:
     """Active members of the sender's workspace that the text mentions, sender excluded.
-    A removed name is no candidate anywhere (§4)."""
+    A removed name is no candidate anywhere (docs/delegation.md "The rules")."""
     names = [n for n in mentioned_names(text) if n != sender.name]
     found = members.live_members_named(db, sender.workspace_id, names)
     order = {n: i for i, n in enumerate(names)}
@@ -170,7 +172,8 @@ def _fenced(
 
 
 def is_stop(text: str) -> bool:
-    """`/stop`, alone or followed by mentions: cancel the running Turn (§6)."""
+    """`/stop`, alone or followed by mentions: cancel the running Turn
+    (docs/connect.md "Cancelling, permissions, time limits")."""
     return text == STOP or text.startswith(STOP + " ")
 
 
@@ -226,7 +229,8 @@ def _from_human(
         for m in mentioned:
             if rooms.is_participant(tx, room.id, m.id):
                 targets.append(m)
-            elif m.kind == "agent":  # agents a human targets are added to the room (§4)
+            # Agents a human targets are added to the room (docs/delegation.md "The rules").
+            elif m.kind == "agent":
                 targets.append(m)
                 joins.append(m)
         if targets:

@@ -43,7 +43,7 @@ class Message:
     in_reply_to: str | None
     reply_kind: str | None
     # An A2A `SendMessage` (hub/a2a): a delegation to the agents it names, whoever sends it,
-    # so a person's call is marked too and its answer is a receipt (§14).
+    # so a person's call is marked too and its answer is a receipt (docs/architecture.md#a2a).
     delegate: bool = False
     # The event the post says it serves: the trigger of the Worker's Turn (taken from a
     # post fenced by the Worker's lease) or of an agent's A2A call that comes back as a
