@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, TypeVar
 import httpx
 import msgspec
 
-from agentpost.client import exports, threads
+from agentpost.client import exports, reservations, threads
 from agentpost.client.errors import (
     HubError,
     HubRefused,
@@ -814,6 +814,55 @@ class AsyncHubClient:
     async def send_state(self, room_id: str, key: str) -> SendState | None:
         """What the hub recorded for the Idempotency-Key `key` in the room; None: unused."""
         return await threads.send_state(self, room_id, key)
+
+    # -- file reservations (docs/reservations.md; the shapes are in client/reservations.py)
+
+    async def reserve(
+        self,
+        workspace: str,
+        project: str,
+        paths: list[str],
+        *,
+        exclusive: bool = True,
+        ttl_seconds: int = 3600,
+        reason: str = "",
+        room: str | None = None,
+        key: str | None = None,
+    ) -> reservations.Reservation:
+        """Hold `paths` (gitignore-style globs) of `project`; `HubRefused`
+        `reservation_conflict` names each holder in the way (`reservations.conflicts_of`)."""
+        return await reservations.reserve(
+            self,
+            workspace,
+            project,
+            paths,
+            exclusive=exclusive,
+            ttl_seconds=ttl_seconds,
+            reason=reason,
+            room=room,
+            key=key,
+        )
+
+    async def reservations(
+        self, workspace: str, project: str | None = None
+    ) -> list[reservations.Reservation]:
+        return await reservations.reservations(self, workspace, project)
+
+    async def check_paths(
+        self, workspace: str, project: str, paths: list[str]
+    ) -> list[reservations.Conflict]:
+        """Others' exclusive reservations covering any of these concrete paths."""
+        return await reservations.check(self, workspace, project, paths)
+
+    async def renew_reservation(
+        self, reservation_id: str, ttl_seconds: int = 3600, key: str | None = None
+    ) -> reservations.Reservation:
+        return await reservations.renew(self, reservation_id, ttl_seconds, key)
+
+    async def release_reservation(
+        self, reservation_id: str, key: str | None = None
+    ) -> reservations.Reservation:
+        return await reservations.release(self, reservation_id, key)
 
 
 async def _sse_frames(resp: httpx.Response) -> AsyncIterator[tuple[int | None, bytes]]:
