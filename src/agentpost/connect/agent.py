@@ -110,8 +110,8 @@ class AgentProcesses:
 
     def fence(self, until: float) -> None:
         """The agent may work until `until` (monotonic), unless told a later time: the
-        Worker renewed its lease (§6 "Fenced by time"). A keeper that stopped the group
-        resumes it."""
+        Worker renewed its lease (docs/architecture.md#fenced-by-time). A keeper that stopped the
+        group resumes it."""
         self.until = until
         if self._fence is None:
             return
@@ -203,9 +203,9 @@ class AgentProcesses:
     async def after_keeper(self, pgid: int) -> None:
         """Once the keeper has exited: end whatever of the agent outlived it. A keeper
         that ended normally left nothing; one killed from outside (kill -9) left the agent
-        and its tools running (§6 "Fenced by time": the Worker ends the whole group when
-        the keeper dies). Its group is SIGKILLed, and every process carrying this run's
-        marker that started after this Worker (one that left the group included)."""
+        and its tools running (docs/architecture.md#agent-processes: the Worker ends the whole group
+        when the keeper dies). Its group is SIGKILLed, and every process carrying this run's marker
+        that started after this Worker (one that left the group included)."""
         self.heard()
         self._close_fence()
         if self.keeper:
@@ -235,8 +235,8 @@ class AgentProcesses:
             return
         earlier = _read_record(self.record)
         if earlier is not None and _recorder_lives(earlier):
-            # This folder is a copy of a live Worker's (§6 "One Worker"): its agent is that
-            # Worker's to end, never ours.
+            # This folder is a copy of a live Worker's (docs/architecture.md#one-worker-per-agent):
+            # its agent is that Worker's to end, never ours.
             log.warning(
                 "the agent recorded in %s belongs to a Worker that still runs (pid %s): this "
                 "folder is a copy of its folder; that agent is left alone",
@@ -374,10 +374,12 @@ class AgentSupervisor:
         self.last_exit: int | None = None
         self.last_session_error: dict[str, Any] | None = None  # for `connect status`
         self.sessions: dict[SessionKey, str] = {}
-        # ACP session id → the binding issued in it (§6: usable only from there); kept for
-        # the agent process's life, cleared with its sessions at a restart.
+        # ACP session id → the binding issued in it (usable only from there,
+        # docs/architecture.md#deferred-delivery); kept for the agent process's life, cleared with
+        # its sessions at a restart.
         self.bindings: dict[str, str] = {}
-        # ACP session id → the event its latest Turn serves (a delivery's cause, §4 "Cause").
+        # ACP session id → the event its latest Turn serves (a delivery's cause,
+        # docs/architecture.md#cause).
         self.triggers: dict[str, str] = {}
         self._listeners: dict[str, Callable[[Update], None]] = {}
         self._permission_watch: dict[str, PermissionWatch] = {}
@@ -429,7 +431,7 @@ class AgentSupervisor:
             await self._log_started(conn)
             code = await conn.wait()
             # The keeper is gone: should it have been killed from outside, the agent it
-            # left runs on; it is ended before anything else (§6 "Fenced by time").
+            # left runs on; it is ended before anything else (docs/architecture.md#agent-processes).
             if conn.pid is not None:
                 await self.processes.after_keeper(conn.pid)
             await conn.drain()  # what it wrote before it went is read, then the close
@@ -491,7 +493,7 @@ class AgentSupervisor:
 
     def halt(self, reason: str) -> None:
         """End the agent's whole group at once, no grace (this Worker lost its lease: the
-        agent must do no more work, §6), and restart it no more."""
+        agent must do no more work, docs/architecture.md#fenced-by-time), and restart it no more."""
         self._stopping = True
         conn = self._current
         if conn is not None:

@@ -24,6 +24,7 @@ FAIL_ENV = "AGENTPOST_CONNECT_FAIL_POINT"
 
 def fail_point(name: str) -> None:
     """Tests: `AGENTPOST_CONNECT_FAIL_POINT=name` raises an unexpected error there, as a bug
-    of the Worker would (the Turn must still end in a visible reply, §6)."""
+    of the Worker would (the Turn must still end in a visible reply,
+    docs/architecture.md#no-turn-ends-in-silence)."""
     if os.environ.get(FAIL_ENV) == name:
         raise RuntimeError(f"fail point {name} reached")

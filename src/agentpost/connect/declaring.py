@@ -86,8 +86,8 @@ def probe_reason(caps: dict[str, Any]) -> str | None:
     if not isinstance(idem, dict) or idem.get("status_header") != "Idempotency-Status":
         return "the hub does not report room_post_idempotency"
     ttl = idem.get("ttl_seconds")
-    # Deliveries are retried for 23 h under the same keys (§6 rule 7): a hub that forgets
-    # keys sooner could post a part twice, so delivery is not declared there.
+    # Deliveries are retried for 23 h under the same keys (docs/architecture.md#deferred-delivery):
+    # a hub that forgets keys sooner could post a part twice, so delivery is not declared there.
     if not isinstance(ttl, int) or ttl < MIN_KEY_TTL:
         return f"the hub keeps Idempotency-Keys {ttl} s; deliveries need {MIN_KEY_TTL} s (24 h)"
     return None

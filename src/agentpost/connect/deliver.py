@@ -87,7 +87,8 @@ def _shape(parts: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 class BadRequest(Exception):
-    """The request does not have §6's shape (answered -32602, nothing recorded)."""
+    """The request does not have the shape of docs/deliver.md "The request" (answered -32602,
+    nothing recorded)."""
 
 
 def order(parts: list[dict[str, Any]]) -> list[int]:
@@ -294,7 +295,8 @@ class Deliveries:
             except EgressRefused as exc:
                 return await self._final(e, REJECTED, {"part": index, "why": str(exc)}, expires)
             except HubRefused as exc:
-                if exc.code == LEASE_LOST:  # another Worker took this agent over (§6)
+                # Another Worker took this agent over (docs/architecture.md#one-worker-per-agent).
+                if exc.code == LEASE_LOST:
                     return retry(f"this Worker lost the agent's lease (part {index})", expires)
                 reason = CONFLICT if exc.code == "idempotency_conflict" else REJECTED
                 if exc.status == 409 and exc.body.get("state") == "unknown":

@@ -62,7 +62,8 @@ class InboxCursor:
         refused: Callable[[HubRefused], None] = lambda exc: None,
     ) -> None:
         self.client = client
-        self._fence = fence  # the Worker's lease (§6 "One Worker"), named on every ack
+        # The Worker's lease (docs/architecture.md#one-worker-per-agent), named on every ack.
+        self._fence = fence
         self._refused = refused
         self.counters = counters
         self.acked = 0

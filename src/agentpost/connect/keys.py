@@ -30,7 +30,8 @@ def turn_notice_key(member_id: str, trigger_event_id: str) -> str:
 
 
 def turn_refused_key(member_id: str, trigger_event_id: str) -> str:
-    """The notice posted in place of a reply the hub refused (§6: no Turn ends in silence)."""
+    """The notice posted in place of a reply the hub refused
+    (docs/architecture.md#no-turn-ends-in-silence)."""
     return sha256_hex([member_id, trigger_event_id, "turn", "refused"])
 
 

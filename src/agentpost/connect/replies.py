@@ -213,8 +213,8 @@ async def tell_refused(
     refusal: HubRefused,
 ) -> PostResult | None:
     """The hub refused the reply (its sensitive-data filter, a size limit): say so in its
-    place, without its text, so the asker is told and a delegator gets its receipt (§6:
-    no Turn ends in silence)."""
+    place, without its text, so the asker is told and a delegator gets its receipt
+    (docs/architecture.md#no-turn-ends-in-silence)."""
     reason = refusal.body.get("reason")
     why = f"{refusal.code}" + (f", {reason}" if isinstance(reason, str) else "")
     text = f"(the reply was not posted: the hub refused it ({why}): {refusal.message[:300]})"

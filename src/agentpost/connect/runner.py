@@ -38,7 +38,8 @@ log = logging.getLogger("agentpost.connect.worker")
 CANCEL_GRACE = 15.0  # how long a cancelled agent may take to stop; never above the time limit
 HUB_MAX_TEXT = 65536
 RECENT_TURNS = 20
-# A wake-up is run only while the hub still keeps its reply key for a while (§6): past
+# A wake-up is run only while the hub still keeps its reply key for a while (docs/connect.md
+# "The reply"): past
 # `ttl - margin` an earlier reply would no longer be found, and the Turn could run twice.
 TTL_MARGIN_MAX = 3600.0
 
@@ -230,8 +231,9 @@ class TurnRunner:
         )
 
     async def failed_unexpectedly(self, item: InboxItem, exc: BaseException) -> None:
-        """A bug of the Worker ended the Turn: the room is told (§6: no Turn ends in
-        silence), unless its reply had landed before the bug struck."""
+        """A bug of the Worker ended the Turn: the room is told
+        (docs/architecture.md#no-turn-ends-in-silence), unless its reply had landed before the bug
+        struck."""
         ev = item.event
         delegated = self.settings.me in (ev.metadata.get("delegated_to") or [])
         if await self._answered_before(ev, delegated):
@@ -256,7 +258,8 @@ class TurnRunner:
         except AgentFailed as exc:
             return turns.failed(turns.AGENT_UNAVAILABLE, str(exc), None)
         running.session_id = session_id
-        self.agent.triggers[session_id] = ev.id  # what its deliveries serve (§4 "Cause")
+        # What its deliveries serve (docs/architecture.md#cause).
+        self.agent.triggers[session_id] = ev.id
         readable = self.workspace.turn_files_path(folder, ev.id)
         collector = turns.TurnCollector(session_id, readable=readable)
         self.agent.listen(session_id, collector.add, collector)

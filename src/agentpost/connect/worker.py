@@ -75,7 +75,8 @@ class WorkerConfig:
     turn_timeout: float = 1800.0
     agent_start_wait: float = 60.0
     hub_timeout: float = 30.0
-    takeover: bool = False  # end another Worker's lease at once (§6 "One Worker")
+    # End another Worker's lease at once (docs/architecture.md#one-worker-per-agent).
+    takeover: bool = False
 
 
 class Worker:
@@ -155,7 +156,8 @@ class Worker:
             log.error("%s", exc)
             return await self._close(1)
         assert self.lease is not None
-        # Renewed from now on, whatever the start below waits for (§6 "One Worker").
+        # Renewed from now on, whatever the start below waits for
+        # (docs/architecture.md#one-worker-per-agent).
         keeper = asyncio.create_task(self.lease.keep())
         # Read after the lease is ours: a Worker that was standby starts where the last
         # holder acknowledged, not where it stood when this one started.
@@ -290,9 +292,10 @@ class Worker:
         return code
 
     async def _take_lease(self) -> bool:
-        """Hold this agent's lease before anything else runs (§6 "One Worker"); False when
-        the Worker was stopped while it waited as a standby."""
-        # Each renewal moves the keeper's deadline (§6 "Fenced by time, not only by death").
+        """Hold this agent's lease before anything else runs
+        (docs/architecture.md#one-worker-per-agent); False when the Worker was stopped while it
+        waited as a standby."""
+        # Each renewal moves the keeper's deadline (docs/architecture.md#fenced-by-time).
         self.lease = WorkerLease(
             self.client, self.worker_id, self.workspace.root, self.agent.processes.fence
         )
@@ -344,8 +347,9 @@ class Worker:
             log.warning("delivery (_ag2/deliver): not enabled: %s", reason)
 
     async def _probe(self) -> None:
-        """The capabilities probe again, on every restart of the listener (§6 "Declaring"):
-        a declaration withdrawn for a missing echo comes back when the hub reports it."""
+        """The capabilities probe again, on every restart of the listener (docs/deliver.md
+        "Declaring"): a declaration withdrawn for a missing echo comes back when the hub reports
+        it."""
         if self.deliveries is None or not self.deliveries.withdrawn:
             return
         try:
@@ -356,8 +360,8 @@ class Worker:
         self.deliveries.probed(declaring.probe_reason(caps) is None)
 
     async def _standing(self, room: str, who: str) -> str | None:
-        """Why the hub says `who` can no longer be answered in `room`, or None (§6
-        "Bindings": revoked when the hub reports the sender left the room or was removed).
+        """Why the hub says `who` can no longer be answered in `room`, or None (docs/deliver.md
+        "Declaring": revoked when the hub reports the sender left the room or was removed).
         Deliveries side by side share one question; a "still there" answer serves for
         STANDING_SECONDS (a removal is seen that much later at most: a delivery already on
         its way races a removal anyway). A failed question is asked again next time."""
@@ -398,7 +402,8 @@ class Worker:
         return None if member.status == "active" else f"{who} was removed"
 
     def _binding_of(self, session_id: str) -> str | None:
-        """The binding issued in this live ACP session (usable only from it, §6)."""
+        """The binding issued in this live ACP session (usable only from it, docs/deliver.md "The
+        request")."""
         return self.agent.bindings.get(session_id)
 
     def _client_meta(self) -> dict[str, Any]:
@@ -426,9 +431,9 @@ class Worker:
         return bindings.session_meta(b)
 
     async def _still_admitted(self, room: str, who: str) -> bool:
-        """A collaborator binding's sender, re-checked at every delivery (§6): listed, or
-        an agent of this agent's owner by what the standing check just heard from the hub
-        (an owner that changed since the Turn is seen here, not 60 s later)."""
+        """A collaborator binding's sender, re-checked at every delivery (docs/deliver.md
+        "Declaring"): listed, or an agent of this agent's owner by what the standing check just
+        heard from the hub (an owner that changed since the Turn is seen here, not 60 s later)."""
         assert self.admission is not None
         return await self.admission.key_for(room, who, "agent") is not None
 
@@ -658,7 +663,8 @@ class Worker:
             await asyncio.sleep(2.0)
 
     def _prune(self) -> None:
-        """The ledger's retention (§6 "Ledger"), also for a Worker that runs for weeks."""
+        """The ledger's retention (docs/architecture.md#ledger), also for a Worker that runs for
+        weeks."""
         if self.ledger is None or self.deliveries is None or not self.deliveries.enabled:
             return
         try:
@@ -695,8 +701,8 @@ def run_worker(config: WorkerConfig, on_ready: Callable[[Worker], None] | None =
 
 
 async def _serve(config: WorkerConfig, on_ready: Callable[[Worker], None] | None) -> int:
-    """Workers one after another: a Worker that lost its lease ended its agent and runs
-    again as a standby (§6 "One Worker"); `--takeover` is for the first one only."""
+    """Workers one after another: a Worker that lost its lease ended its agent and runs again as a
+    standby (docs/architecture.md#one-worker-per-agent); `--takeover` is for the first one only."""
     while True:
         worker = Worker(config)
         if on_ready is not None:

@@ -138,7 +138,7 @@ class Workspace:
 
     def worker_id(self) -> str:
         """The worker id, minted once. A new id is never minted over an existing ledger:
-        its entries' keys depend on the old one (§6)."""
+        its entries' keys depend on the old one (docs/architecture.md#ledger)."""
         found = self.read_worker_id()
         if found is not None:
             return found
