@@ -1,6 +1,6 @@
 """`agentpost mail …` (docs/mail.md): thin commands over `agentpost.mail`.
 
-With `--json` a command prints exactly the §7 shape on stdout, or
+With `--json` a command prints exactly the shape docs/mail.md "Commands" shows on stdout, or
 `{"error": {"code", "message", "retryable"}}` and a non-zero exit; without it, short
 human text, and a refusal is one line `error CODE: MESSAGE` on stderr.
 """
@@ -29,7 +29,8 @@ T = TypeVar("T")
 
 
 def _run(as_json: bool, action: Callable[[MailContext], T], *, check_machine: bool = True) -> T:
-    """Run `action`; a MailError becomes the §7 error body (or a line) and its exit code."""
+    """Run `action`; a MailError becomes the error body of docs/mail.md "Errors" (or a line) and its
+    exit code."""
     try:
         return action(MailContext.discover(check_machine=check_machine))
     except MailError as exc:

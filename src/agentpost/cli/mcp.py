@@ -1,4 +1,5 @@
-"""`agentpost mcp`: the MCP server over stdio, acting as the member in AGENTPOST_TOKEN (§11).
+"""`agentpost mcp`: the MCP server over stdio, acting as the member in AGENTPOST_TOKEN
+(docs/mcp.md).
 
 The token is read from a `--token-file` (env AGENTPOST_TOKEN_FILE; mode 0600, checked as in
 cli/secrets.py) or env AGENTPOST_TOKEN, never a flag value, so it is not in `ps`; stdout

@@ -1,7 +1,8 @@
 """`agentpost thread ensure|archive|unarchive|send` (docs/threads.md).
 
-A thin layer over the client's thread calls: it reads the message, prints §5's JSON and
-exits 0, 1 (final), 3 (hub unreachable) or 75 (retry later) through `common.hub_errors`.
+A thin layer over the client's thread calls: it reads the message, prints the JSON of
+docs/threads.md and exits 0, 1 (final), 3 (hub unreachable) or 75 (retry later) through
+`common.hub_errors`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from agentpost.cli.common import (
 )
 from agentpost.client.threads import INVALID_REQUEST
 
-# What this CLI can do beyond the hub, for `agentpost capabilities --json` (§5).
+# What this CLI can do beyond the hub, for `agentpost capabilities --json` (docs/threads.md).
 CLI_CAPABILITIES = {
     "thread_send_idempotency": True,
     "thread_send_outcome": True,

@@ -1,4 +1,5 @@
-"""The hub client: async first, one thin sync wrapper; typed results and errors (§1)."""
+"""The hub client: async first, one thin sync wrapper; typed results and errors
+(docs/architecture.md#client)."""
 
 from agentpost.client.asyncclient import AsyncHubClient, hub_url_from_env
 from agentpost.client.errors import HubError, HubRefused, HubUnavailable, HubUnreachable

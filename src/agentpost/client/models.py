@@ -153,8 +153,9 @@ class Thread(msgspec.Struct):
 
 
 class ThreadSend(msgspec.Struct):
-    """A thread send's outcome (§5). `delivery`: `sent` (this call posted), `replayed` (the
-    hub answered a repeat from its record) or `delivered` (learned from the send state)."""
+    """A thread send's outcome (docs/threads.md "Sending once"). `delivery`: `sent` (this call
+    posted), `replayed` (the hub answered a repeat from its record) or `delivered` (learned from the
+    send state)."""
 
     thread_id: str
     message_id: str
@@ -163,7 +164,8 @@ class ThreadSend(msgspec.Struct):
 
 
 class SendState(msgspec.Struct):
-    """What the hub recorded for a key (§5): `state` created or rejected, the stored answer."""
+    """What the hub recorded for a key (docs/threads.md "Sending once"): `state` created or
+    rejected, the stored answer."""
 
     key: str
     room: str | None

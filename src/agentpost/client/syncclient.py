@@ -1,4 +1,4 @@
-"""`HubClient`: the thin sync wrapper over `AsyncHubClient` (CONVENTIONS §5).
+"""`HubClient`: the thin sync wrapper over `AsyncHubClient` (docs/architecture.md#client).
 
 It owns a private event loop and runs each async method to completion on it; no logic
 lives here, so the two clients cannot drift apart.

@@ -1,7 +1,7 @@
 """Threads in the client (docs/threads.md): ensure, archive, send with a key, send state.
 
-A thread send ends in a `ThreadSend` or raises a `HubError` whose `code` is one of §5's
-(`SEND_CODES`): final ones (`HubRefused`, sending the same command again never helps) and
+A thread send ends in a `ThreadSend` or raises a `HubError` whose `code` is one of docs/threads.md
+"Codes" (`SEND_CODES`): final ones (`HubRefused`, sending the same command again never helps) and
 retryable ones (`HubUnreachable`, `HubUnavailable`: the same command later is safe, since a
 key never sends twice). The hub's own codes are translated here, in `_final`/`_translated`.
 
@@ -78,7 +78,8 @@ SEND_CODES: tuple[SendCode, ...] = (
 
 
 _FINAL = {c.code for c in SEND_CODES if not c.retryable}
-# Refusals about the thread, not the message: a key delivered before still counts (§5).
+# Refusals about the thread, not the message: a key delivered before still counts (docs/threads.md
+# "Codes").
 _LEARNABLE = {THREAD_NOT_FOUND, THREAD_NOT_SENDABLE, PERMISSION_DENIED}
 
 
@@ -88,8 +89,9 @@ def _connected(exc: HubUnreachable) -> bool:
 
 
 def _final(exc: HubRefused) -> HubRefused:
-    """A hub refusal as §5's final code; a refusal not about the thread or the credential
-    is about the request (`invalid_request`), and never spends the key (§3)."""
+    """A hub refusal as a final code of docs/threads.md "Codes"; a refusal not about the
+    thread or the credential is about the request (`invalid_request`), and never spends the
+    key (docs/architecture.md#one-key-one-event)."""
     if exc.code in _FINAL:
         code = exc.code
     elif exc.code == "room_not_found":
@@ -156,7 +158,8 @@ async def send_state(c: HubCalls, room_id: str, key: str) -> SendState | None:
 
 def _from_record(state: SendState, thread_id: str, text: str, cmd: str) -> ThreadSend:
     """The outcome the hub recorded for the command, held against the message we mean to
-    send: the hub stores text trimmed, and what is stored is what is compared (§3)."""
+    send: the hub stores text trimmed, and what is stored is what is compared
+    (docs/threads.md "Sending once")."""
     if state.state != "created" or state.event is None:
         raise HubRefused(COMMAND_REJECTED, "the hub refused the message for this key; it is spent")
     ev = state.event

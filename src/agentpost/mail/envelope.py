@@ -84,7 +84,7 @@ def decode(raw: object) -> Envelope:
         sent, expires = parse_ts(env.sent_at), parse_ts(env.expires_at)
     except ValueError as exc:
         raise ValueError(f"bad timestamp: {exc}") from exc
-    # A sender cannot stretch a message's life past the 14 days §7 allows.
+    # A sender cannot stretch a message's life past the 14 days docs/mail.md allows.
     if expires - sent > MESSAGE_TTL:
         raise ValueError("expires_at is more than 14 days after sent_at")
     return env

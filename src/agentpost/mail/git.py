@@ -143,7 +143,8 @@ class Git:
         """A parentless commit of the empty tree carrying `message`; returns its id.
 
         The document's signature rides in an extra commit header (git keeps unknown
-        headers, as it does `gpgsig`), so the message stays exactly the §7 JSON.
+        headers, as it does `gpgsig`), so the message stays exactly the JSON of
+        docs/mail.md "How it works, in one screen".
         """
         empty_tree = self.run("mktree", stdin=b"").decode().strip()
         stamp = f"agentpost <agentpost@localhost> {int(time.time())} +0000"

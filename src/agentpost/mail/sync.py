@@ -42,8 +42,8 @@ class SyncReport:
     acked: int = 0
     published: bool = False
     refused: list[dict[str, str | None]] = field(default_factory=list)
-    # Machines whose presence shows a key other than the pinned one; not part of the
-    # §7 JSON, surfaced by the hooks so the agent's user sees it, not only stderr.
+    # Machines whose presence shows a key other than the pinned one; not part of the JSON of
+    # docs/mail.md "Commands", surfaced by the hooks so the agent's user sees it, not only stderr.
     key_changed: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:

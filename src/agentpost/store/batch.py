@@ -113,9 +113,9 @@ class GroupCommitWriter:
     async def submit(
         self, fn: Callable[[Any], Any], order: str = "", as_data: AsData | None = None
     ) -> Any:
-        """Run `fn(tx)` in the next batch. Jobs of a batch run sorted by `order` (the room
-        they lock), so every batch takes room locks in one global order (§8). With
-        `as_data`, the writer may write it with its neighbours instead (module doc)."""
+        """Run `fn(tx)` in the next batch. Jobs of a batch run sorted by `order` (the room they
+        lock), so every batch takes room locks in one global order (docs/architecture.md#store).
+        With `as_data`, the writer may write it with its neighbours instead (module doc)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
         self._queue.put((fn, fut, loop, order, as_data))
@@ -333,9 +333,9 @@ def _data(job: _Job) -> AsData:
 
 
 def _groups(batch: list[_Job]) -> list[list[int]]:
-    """The batch's job indexes in order, cut into runs: consecutive jobs as data for one
-    runner form one run, every other job is a run of its own. Runs keep the batch's room
-    order, so a group takes its rooms' locks where its jobs would have (§8)."""
+    """The batch's job indexes in order, cut into runs: consecutive jobs as data for one runner form
+    one run, every other job is a run of its own. Runs keep the batch's room order, so a group takes
+    its rooms' locks where its jobs would have (docs/architecture.md#store)."""
     out: list[list[int]] = []
     for i, job in enumerate(batch):
         data = job[4]

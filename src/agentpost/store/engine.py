@@ -60,16 +60,17 @@ class Tx(Db, Protocol):
         ...
 
     def defer(self, key: tuple[str, ...], step: Callable[[Db], None]) -> None:
-        """Run `step` at the end of the batch, after every job, sorted by `key` with the
-        other jobs' steps: for locks that must be taken in one global order (§8)."""
+        """Run `step` at the end of the batch, after every job, sorted by `key` with the other jobs'
+        steps: for locks that must be taken in one global order (docs/architecture.md#store)."""
         ...
 
 
 class UndoJob(Exception):
-    """Raised by a write job: undo everything it wrote, then run `then` in its place, in the
-    same transaction. For a refusal that is itself recorded (a rejected key, §3): the refused
-    job's other writes, the room's `seq` above all, never commit with the record, so seqs
-    stay gap-free (§2) whichever check refused. `then` may not raise `UndoJob` again."""
+    """Raised by a write job: undo everything it wrote, then run `then` in its place, in the same
+    transaction. For a refusal that is itself recorded (a rejected key,
+    docs/architecture.md#one-key-one-event): the refused job's other writes, the room's `seq` above
+    all, never commit with the record, so seqs stay gap-free (docs/architecture.md#data-model)
+    whichever check refused. `then` may not raise `UndoJob` again."""
 
     def __init__(self, then: Callable[[Tx], Any]) -> None:
         super().__init__("undo the job's writes, then record its refusal")

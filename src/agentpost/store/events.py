@@ -17,9 +17,9 @@ def insert(
     *,
     sender_id: str | None,
 ) -> None:
-    """Store the event and index its `text` for search, in the same transaction (§12). A
-    relation event (`relates_to`: an edit, a reaction, a redaction) is never indexed: its
-    target's latest text is (`reshow`). `sender_id` is the sending member (None: a hub
+    """Store the event and index its `text` for search, in the same transaction (docs/search.md "How
+    it is stored"). A relation event (`relates_to`: an edit, a reaction, a redaction) is never
+    indexed: its target's latest text is (`reshow`). `sender_id` is the sending member (None: a hub
     notice), which unread counts leave out for that member (store/read_markers.py)."""
     if relates_to is not None:
         text = ""
@@ -45,7 +45,7 @@ def insert(
 
 def insert_many(db: Db, rows: list[tuple[str, int, str, bytes, str, str]]) -> None:
     """`insert` for many (room_id, seq, id, body, text, sender_id): the events and their
-    search index, one statement each (§12)."""
+    search index, one statement each (docs/search.md "How it is stored")."""
     marks = ", ".join(["(?, ?, ?, ?, ?)"] * len(rows))
     if db.dialect == "postgres":
         db.run(

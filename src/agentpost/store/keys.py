@@ -1,4 +1,5 @@
-"""Idempotency records: (member, key) → fingerprint, state, status, stored response (§3)."""
+"""Idempotency records: (member, key) → fingerprint, state, status, stored response
+(docs/architecture.md#one-key-one-event)."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def count_needs_input(db: Db, event_id: str, replier: str, limit: int) -> int | 
 
 def claim_answer(db: Db, event_id: str, replier: str, answer_event: str) -> bool:
     """Record that `replier` answered the person's event with `answer_event`; False when it
-    did before (§4)."""
+    did before (docs/architecture.md#receipts)."""
     return (
         db.run(
             "INSERT INTO answers (event_id, replier, answer_event) VALUES (?, ?, ?)"

@@ -144,7 +144,8 @@ def set_seqs(db: Db, last: dict[str, int]) -> None:
 
 
 def lock_many(db: Db, room_ids: list[str]) -> None:
-    """Take many rooms' row locks in id order, the one order every writer uses (§8), until
+    """Take many rooms' row locks in id order, the one order every writer uses
+    (docs/architecture.md#store), until
     the transaction ends (PostgreSQL; SQLite's one write transaction excludes others)."""
     if db.dialect == "postgres":
         db.all("SELECT 1 FROM rooms WHERE id = ANY(?) ORDER BY id FOR UPDATE", (room_ids,))

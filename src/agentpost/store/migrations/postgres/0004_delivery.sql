@@ -5,5 +5,6 @@ ALTER TABLE inbox ADD COLUMN read_at BIGINT;
 ALTER TABLE inbox ADD COLUMN acked_at BIGINT;
 -- The targets of one event, for its delivery state.
 CREATE INDEX inbox_event ON inbox (room_id, seq);
--- The event that answered a person's event (docs/delegation.md), for its delivery state (§12).
+-- The event that answered a person's event (docs/delegation.md), for its delivery state
+-- (docs/delivery.md).
 ALTER TABLE answers ADD COLUMN answer_event TEXT
