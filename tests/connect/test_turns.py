@@ -1,5 +1,5 @@
-"""Turns with the example agent (docs/delegation.md "Connector side", §6): reply kinds, files,
-cancellation, who gets a Turn, and `connect status`."""
+"""Turns with the example agent (docs/delegation.md, docs/connect.md "The reply"): reply kinds,
+files, cancellation, who gets a Turn, and `connect status`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Workspaces, members, rooms, participants, archive; meta routes (§2, §3).
+"""Workspaces, members, rooms, participants, archive; meta routes (docs/api.md "Routes").
 
 One hub per engine serves this module's tests, each in a workspace of its own; the test that
 reads the hub-wide post counters starts its own (`make_setup` on `hub`)."""

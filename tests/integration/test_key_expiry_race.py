@@ -1,4 +1,5 @@
-"""An expired key renewed by two hub processes at once makes one new event (§3, §8).
+"""An expired key renewed by two hub processes at once makes one new event
+(docs/architecture.md#one-key-one-event, docs/architecture.md#many-hub-processes).
 
 Both processes find the expired record and both try to renew it; a barrier inside the
 store's delete makes them collide every time. The loser must answer from the winner's
@@ -34,7 +35,7 @@ def test_expired_key_renewed_by_two_processes_makes_one_event(
 @dataclass
 class ExpiredKey:
     """A room, its member alice, and her post under key "k", whose record has expired: the
-    next post with "k" renews it (§3)."""
+    next post with "k" renews it (docs/architecture.md#one-key-one-event)."""
 
     alice: Any
     room_id: str

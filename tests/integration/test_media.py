@@ -1,4 +1,5 @@
-"""Media uploads: streamed, hashed, capped, content-addressed, participants only (§3 Media)."""
+"""Media uploads: streamed, hashed, capped, content-addressed, participants only
+(docs/api.md "Limits of what a request may carry")."""
 
 from __future__ import annotations
 

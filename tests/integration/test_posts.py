@@ -361,7 +361,8 @@ def test_client_hanging_up_mid_body_posts_nothing_and_is_no_internal_error(make_
 
 
 def test_member_removed_while_its_body_is_in_flight_is_refused(setup: Setup) -> None:
-    """Authenticated before the removal, committed after it: the write re-checks (§4)."""
+    """Authenticated before the removal, committed after it: the write re-checks
+    (docs/architecture.md#many-hub-processes)."""
     import socket
     from urllib.parse import urlsplit
 
@@ -450,7 +451,7 @@ def test_a_batch_of_plain_posts_is_written_as_data_with_the_same_answers(
                 headers={"authorization": f"Bearer {tokens[i]}"},
             )
             assert sent.json()["send"]["response"] == r.json()
-        # Written as data, indexed for search like any event (§12).
+        # Written as data, indexed for search like any event (docs/search.md).
         hits = c.get("/v1/search", params={"q": "plain", "limit": 100}).json()["hits"]
         assert len(hits) == 22
     with hub.client(erin) as e:

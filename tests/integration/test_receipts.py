@@ -124,7 +124,8 @@ def test_receipt_to_an_event_in_another_room_is_refused(room: Room) -> None:
 def test_receipt_to_an_unmarked_event_is_a_plain_message(room: Room) -> None:
     plain = room.say("hana", "@b do it")  # a human's mention is no delegation
     r = reply(room, plain, "result")
-    # No receipt; but a person who asks is told (§4): the reply wakes hana, not as a receipt.
+    # No receipt; but a person who asks is told (docs/architecture.md#receipts): the reply wakes
+    # hana, not as a receipt.
     assert (r["targets"], r["route"]) == (["hana"], "answer")
     assert "receipt_from" not in room.event("hana", plain["id"])["metadata"]
 

@@ -1,4 +1,5 @@
-"""`agentpost serve`: the listening line, the admin token, restarts keep everything (§3)."""
+"""`agentpost serve`: the listening line, the admin token, restarts keep everything
+(README.md "Five minutes with the hub")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Reading: paging, the SSE stream with Last-Event-ID and keep-alives, the inbox (§2, §3).
+"""Reading: paging, the SSE stream with Last-Event-ID and keep-alives, the inbox
+(docs/api.md "Streams and long polls").
 
 One hub per engine serves this module's tests, each in a workspace of its own. The open-stream
 gauge counts the whole hub, so a test that waits for its own stream first waits for the

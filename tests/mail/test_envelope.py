@@ -1,4 +1,5 @@
-"""Envelopes and signatures: sig is ed25519 over the JCS of the envelope without `sig` (§7)."""
+"""Envelopes and signatures: sig is ed25519 over the JCS of the envelope without `sig`
+(docs/mail.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`mail send --idempotency-key K`: the same key from the same session is one note (§7).
+"""`mail send --idempotency-key K`: the same key from the same session is one note
+(docs/mail.md "Retrying a send").
 
 The key and its fingerprint ride in the log line of the send itself, so a send that was
 killed after that line was fsync'd — before it printed anything — is answered as

@@ -1,4 +1,4 @@
-"""Outbox, acks, dedup and compaction are derived from the log and the clock (§7)."""
+"""Outbox, acks, dedup and compaction are derived from the log and the clock (docs/mail.md)."""
 
 from __future__ import annotations
 

@@ -193,7 +193,8 @@ def test_reply_stamps_in_reply_to_and_wakes_the_person_who_asked_once(
     (err1, plain), (err2, kind) = mcp_server().run(scenario)
     assert not err1 and not err2
     assert plain["in_reply_to"] == e1 and plain["receipt"] is False
-    assert plain["targets"] == ["alice"]  # a person who asks is told (§4)
+    # A person who asks is told (docs/architecture.md#receipts).
+    assert plain["targets"] == ["alice"]
     assert kind["receipt"] is False  # alice's message delegated nothing
     assert kind["targets"] == []  # once per (event, replier)
     evs = events_of(setup)[-2:]

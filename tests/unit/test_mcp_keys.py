@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from agentpost.mcp.keys import DERIVED, GIVEN, derived_key, key_for
 
-HUB_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")  # what the hub accepts (§3)
+HUB_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")  # what the hub accepts (docs/api.md "Idempotency")
 texts = st.text(max_size=200)
 args = st.dictionaries(st.sampled_from(["room", "text", "event_id", "reply_kind"]), texts)
 

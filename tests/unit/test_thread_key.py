@@ -19,7 +19,8 @@ fields = st.text()
 
 
 def reference(key: str, thread: str, sender: str, acting_for: str) -> str:
-    """§5 spelled out once more: u32 big-endian byte length + UTF-8 bytes, per field."""
+    """docs/threads.md "Sending once" spelled out once more: u32 big-endian byte length + UTF-8
+    bytes, per field."""
     data = b"".join(
         struct.pack(">I", len(f.encode("utf-8"))) + f.encode("utf-8")
         for f in (key, thread, sender, acting_for)
