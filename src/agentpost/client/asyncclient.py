@@ -1,4 +1,5 @@
-"""`AsyncHubClient`: every hub call, async, with typed results and typed errors (§3)."""
+"""`AsyncHubClient`: every hub call, async, with typed results and typed errors
+(docs/api.md)."""
 
 from __future__ import annotations
 
@@ -123,7 +124,8 @@ CAUSE_HEADER = "Agentpost-Cause"  # the event a Worker's post serves (docs/deleg
 
 def key_headers(key: str | None) -> dict[str, str]:
     """The Idempotency-Key header of a room post; a key the hub would refuse is refused
-    here, before anything is sent (the same code and rule as the hub's, §3)."""
+    here, before anything is sent (the same code and rule as the hub's,
+    docs/api.md "Idempotency")."""
     if key is None:
         return {}
     if not IDEMPOTENCY_KEY.fullmatch(key):
@@ -411,7 +413,8 @@ class AsyncHubClient:
         )
 
     async def members(self, workspace: str) -> list[SeenMember]:
-        """Every member of your workspace with kind, owner, status and presence (§12)."""
+        """Every member of your workspace with kind, owner, status and presence
+        (docs/presence.md)."""
         return await self._get(
             f"/v1/workspaces/{segment(workspace, 'workspace')}/members", list[SeenMember], "members"
         )
@@ -424,7 +427,8 @@ class AsyncHubClient:
             return (await self.fetch_media(media_id, f, max_bytes)).size
 
     async def cancel(self, room_id: str, agent: str | None = None) -> Event:
-        """Stop the running Turn of `agent` (or of every agent) in the room (§6)."""
+        """Stop the running Turn of `agent` (or of every agent) in the room
+        (docs/connect.md "Cancelling, permissions, time limits")."""
         body = {} if agent is None else {"agent": agent}
         resp = await self.request(
             "POST", f"/v1/rooms/{segment(room_id, 'room id')}/cancel", json=body
@@ -593,8 +597,8 @@ class AsyncHubClient:
         mime_type: str = "application/octet-stream",
         cause: str | None = None,
     ) -> PostResult:
-        """Upload from an open file (read from its start): egress checks the descriptor
-        it opened, and the bytes come from that same descriptor (§6)."""
+        """Upload from an open file (read from its start): egress checks the descriptor it opened,
+        and the bytes come from that same descriptor (docs/architecture.md#egress)."""
         headers = self._post_headers(key, cause)
         f.seek(0)
         files = {"file": (name, f, mime_type)}
@@ -808,7 +812,8 @@ class AsyncHubClient:
     async def thread_send(
         self, thread: str, text: str, *, key: str | None = None, acting_for: str | None = None
     ) -> ThreadSend:
-        """Send `text` once per `key`; failures are `HubError`s with §5's codes."""
+        """Send `text` once per `key`; failures are `HubError`s with the codes of
+        docs/threads.md "Codes"."""
         return await threads.thread_send(self, thread, text, key, acting_for)
 
     async def send_state(self, room_id: str, key: str) -> SendState | None:

@@ -225,7 +225,7 @@ async def _sweep_once(hub: Hub, kept: RetentionSweep) -> None:
 class _Edge:
     """The outermost layer of our own: counts the HTTP requests being handled
     (`agentpost_requests_in_progress`) and answers an unknown exception with a logged 500
-    `internal` (CONVENTIONS §4). Starlette's own last-resort handler answers too, but then
+    `internal` (docs/architecture.md#hub). Starlette's own last-resort handler answers too, but then
     re-raises, and uvicorn closes the keep-alive connection: the client's next, valid
     request would fail with it. Here the error ends with its answer."""
 
@@ -328,8 +328,9 @@ def create_app(config: HubConfig, engine: Engine | None = None) -> Starlette:
             await hub.http.aclose()
             await eng.close()
 
-    # The AG2 relay profile is a foreign wire (§13): mounted beside ours, not in ROUTES, so
-    # it is no part of our OpenAPI document (docs/ag2.md documents it).
+    # The AG2 relay profile is a foreign wire (docs/architecture.md#ag2-relay-profile): mounted
+    # beside ours, not in ROUTES, so it is no part of our OpenAPI document (docs/ag2.md documents
+    # it).
     return HubApp(
         routes=[
             *ROUTES,

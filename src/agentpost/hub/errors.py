@@ -1,4 +1,5 @@
-"""Errors to HTTP: the one function that maps every `Code` to a status (CONVENTIONS §4)."""
+"""Errors to HTTP: the one function that maps every `Code` to a status
+(docs/architecture.md#hub)."""
 
 from __future__ import annotations
 

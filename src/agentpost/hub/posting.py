@@ -32,10 +32,12 @@ def sendable_room(
 ) -> tuple[Room, int]:
     """The room and the post's `seq`, if `sender` may post into it now. The room's row is
     locked first (taking its next seq), so every check below reads what is committed by
-    then: an archive, a settings change or a removal that returned before is seen (§3, §4).
+    then: an archive, a settings change or a removal that returned before is seen
+    (docs/architecture.md#write-path).
     A refusal rolls the seq back with the job, a recorded one too (`UndoJob`). A Worker's
-    post names its lease's fence: an older one is refused (§6 "One Worker"). `token`: the
-    hash of a token taken from a hint (hub/auth.py `TokenCache`), checked here again."""
+    post names its lease's fence: an older one is refused
+    (docs/architecture.md#one-worker-per-agent). `token`: the hash of a token taken from a hint
+    (hub/auth.py `TokenCache`), checked here again."""
     seq = rooms.next_seq(tx, room_id)
     leases.check_fence(tx, sender, fence)
     found = rooms.room_for_member(tx, room_id, sender.id)
@@ -77,7 +79,8 @@ def append_event(
 ) -> tuple[Event, bytes]:
     """Route, take the next seq, store the event and its inbox rows; wake after commit."""
     # The room's row lock is held already (sendable_room took the seq); routing may lock
-    # E1 of a receipt after it: one lock order in every job, so writers cannot deadlock (§8).
+    # E1 of a receipt after it: one lock order in every job, so writers cannot deadlock
+    # (docs/architecture.md#store).
     event_id = new_id("ev")
     decision = routing.route(
         tx,
@@ -146,8 +149,9 @@ def append_notice(
 
 
 def refuse_secrets(room: Room, text: str) -> None:
-    """The room's sensitive-data filter (§4); the refusal spends the key, and the seq taken
-    before it is given back (hub/idempotency.py undoes the job before recording it)."""
+    """The room's sensitive-data filter (docs/delegation.md "The rules"); the refusal spends the
+    key, and the seq taken before it is given back (hub/idempotency.py undoes the job before
+    recording it)."""
     if room.sensitive_filter and text:
         found = sensitive.findings(text)
         if found:
@@ -176,7 +180,8 @@ def create_message(
     replied_to = normalized["in_reply_to"]
     if replied_to is not None and events.room_of(tx, replied_to) != room.id:
         # A reply (a receipt above all) to nothing is refused, never posted as if it were
-        # one: its sender learns at once that the id is wrong (§4).
+        # one: its sender learns at once that the id is wrong
+        # (docs/api.md "Limits of what a request may carry").
         raise RequestError(
             Code.INVALID_REQUEST, f"no event {replied_to!r} in this room", field="$.in_reply_to"
         )

@@ -154,7 +154,8 @@ Fence = Annotated[int, msgspec.Meta(ge=1)]
 
 class AckIn(msgspec.Struct, forbid_unknown_fields=True):
     cursor: Annotated[int, msgspec.Meta(ge=0)]
-    # A Worker's ack names its lease (§6 "One Worker"); one of an older lease is refused.
+    # A Worker's ack names its lease (docs/architecture.md#one-worker-per-agent); one of an older
+    # lease is refused.
     fence: Fence | None = None
 
 
@@ -321,7 +322,8 @@ class MemberSeen(MemberOut):
 
     online: bool
     last_seen: str | None
-    # An agent's Worker lease (§6 "One Worker"); null when no Worker ever ran.
+    # An agent's Worker lease (docs/architecture.md#one-worker-per-agent); null when no Worker ever
+    # ran.
     worker: LeaseHolder | None = None
 
 
@@ -369,7 +371,8 @@ class ThreadOut(msgspec.Struct):
 
 
 class SendOut(msgspec.Struct):
-    """Send state (§5): the key's record; `response` is the stored answer as first sent."""
+    """Send state (docs/threads.md "Sending once"): the key's record; `response` is the stored
+    answer as first sent."""
 
     key: str
     room: str | None

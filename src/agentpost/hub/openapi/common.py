@@ -200,7 +200,8 @@ class SearchReply(msgspec.Struct):
 
 
 class ErrorDetail(msgspec.Struct):
-    """`field` names the offending input; `state` and `reason` come with some codes (§3)."""
+    """`field` names the offending input; `state` and `reason` come with some codes
+    (docs/api.md "Error codes")."""
 
     code: Code
     message: str
@@ -245,12 +246,14 @@ STRUCTS += [MemberList]
 STRUCTS += [DeliveryReply]  # delivery state (docs/delivery.md)
 STRUCTS += [PresenceList]  # presence (docs/presence.md)
 STRUCTS += [SearchReply]  # search (docs/search.md)
-STRUCTS += [LeaseIn, FenceIn, LeaseTaken, LeaseReply, LeaseCurrent, LeaseReleased]  # §6
-STRUCTS += [EditIn, ReactionIn, RedactionIn]  # relations (§13)
+# The Worker lease (docs/architecture.md#one-worker-per-agent).
+STRUCTS += [LeaseIn, FenceIn, LeaseTaken, LeaseReply, LeaseCurrent, LeaseReleased]
+STRUCTS += [EditIn, ReactionIn, RedactionIn]  # relations (docs/architecture.md#relations)
 STRUCTS += [ReadIn, ReadMarkerOut]  # read markers (docs/api.md)
 STRUCTS += [RoomPresence]  # a room stream's presence frames (docs/api.md)
 STRUCTS += [OwnerIn, MemberOwnerSet]  # identity: an agent's owner (docs/architecture.md#identity)
-STRUCTS += [ReserveIn, RenewIn, CheckIn, ReservationReply, ReservationList, ConflictList]  # §16
+# File reservations (docs/architecture.md#leases).
+STRUCTS += [ReserveIn, RenewIn, CheckIn, ReservationReply, ReservationList, ConflictList]
 
 JSON = "application/json"
 SSE = "text/event-stream"
