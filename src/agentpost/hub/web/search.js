@@ -81,7 +81,8 @@ export class Search {
     const button = document.createElement("button");
     button.type = "button";
     button.className = "hit";
-    button.dataset.hitEvent = event.id; // not data-event-id: that names timeline events (§9)
+    // Not data-event-id: that names timeline events (docs/web.md).
+    button.dataset.hitEvent = event.id;
     const head = document.createElement("span");
     head.className = "hit-head";
     head.textContent = `${this.roomName(event.room)} · ${event.sender}`;
