@@ -26,6 +26,11 @@ TOOLS = {
     "wait_for_receipt",
     "members",
     "search",
+    "reserve_paths",
+    "renew_reservation",
+    "release_reservation",
+    "list_reservations",
+    "check_paths",
 }
 POSTING = {"post_message", "reply", "send_to_thread", "upload_file"}
 
@@ -53,7 +58,14 @@ def test_lists_every_tool_with_its_parameters_and_posting_tools_are_idempotent(
         "wait_for_receipt": {"event_id", "wait"},
         "members": set(),
         "search": {"query", "room", "sender", "before", "limit"},
-    }
+        "reserve_paths": {
+            "paths", "project", "exclusive", "ttl_seconds", "reason", "room", "idempotency_key"
+        },
+        "renew_reservation": {"reservation_id", "ttl_seconds", "idempotency_key"},
+        "release_reservation": {"reservation_id", "idempotency_key"},
+        "list_reservations": {"project"},
+        "check_paths": {"paths", "project"},
+    }  # fmt: skip
     assert set(tools["send_to_thread"].input_schema["required"]) == {
         "thread",
         "text",
@@ -65,6 +77,10 @@ def test_lists_every_tool_with_its_parameters_and_posting_tools_are_idempotent(
         assert "idempotency_key" in (tools[name].description or ""), name
     for name in ("list_rooms", "read_room", "delivery_state", "wait_for_receipt", "members", "search"):
         assert tools[name].annotations.read_only_hint is True, name
+    for name in ("list_reservations", "check_paths"):
+        assert tools[name].annotations.read_only_hint is True, name
+    for name in ("reserve_paths", "renew_reservation", "release_reservation"):
+        assert tools[name].annotations.idempotent_hint is True, name
     # reading the inbox marks its events `read` in their delivery state: not read-only,
     # but a second identical call changes nothing more
     inbox = tools["read_inbox"].annotations

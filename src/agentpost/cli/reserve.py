@@ -28,7 +28,7 @@ from agentpost.cli.common import (
 from agentpost.cli.failing import EXIT_FINAL, EXIT_USAGE, fail
 from agentpost.client.errors import HubRefused
 from agentpost.client.reservations import Conflict, Reservation, conflicts_of
-from agentpost.core import projects
+from agentpost.repo import origin_project
 
 GUARD_ENV = "AGENTPOST_GUARD"  # "off": the hook lets this commit or push through
 HOOK_MARK = "# agentpost guard (docs/reservations.md)"
@@ -48,11 +48,9 @@ def _git(*args: str, cwd: Path | None = None) -> str | None:
 
 def project_of(given: str | None, as_json: bool) -> str:
     """`--project`, else the normalized `origin` of the repository in the working dir."""
-    if given:
-        return given
-    url = _git("remote", "get-url", "origin")
-    if url and url.strip():
-        return projects.from_remote(url)
+    found = given or origin_project()
+    if found:
+        return found
     fail(
         as_json,
         "invalid_request",

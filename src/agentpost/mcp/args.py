@@ -246,3 +246,64 @@ def input_schema(args: type[msgspec.Struct]) -> dict[str, Any]:
     schema.pop("title", None)
     schema.setdefault("properties", {})
     return schema
+
+
+# File reservations (docs/reservations.md): the hub's own bounds (hub/schemas.py).
+Project = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=300,
+        description="the repository: a name, or its normalized origin URL such as "
+        "github.com/acme/app (default: the origin of the MCP server's working directory)",
+    ),
+]
+ReserveSeconds = Annotated[int, msgspec.Meta(ge=1, le=7 * 86400, description="seconds to hold")]
+ReservationId = Annotated[
+    str, msgspec.Meta(pattern=r"^rsv_[0-9A-HJKMNP-TV-Z]{26}$", description="a reservation's id")
+]
+Patterns = Annotated[
+    list[Annotated[str, msgspec.Meta(min_length=1, max_length=512)]],
+    msgspec.Meta(
+        min_length=1,
+        max_length=100,
+        description="gitignore-style globs relative to the repository root: src/auth/**, "
+        "*.lock, docs/ (a directory covers what is under it)",
+    ),
+]
+RepoPaths = Annotated[
+    list[Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]],
+    msgspec.Meta(
+        min_length=1, max_length=10000, description="file paths relative to the repository root"
+    ),
+]
+
+
+class ReservePathsArgs(_Args):
+    paths: Patterns
+    project: Project | None = None
+    exclusive: Annotated[bool, msgspec.Meta(description="alone (default) or shared")] = True
+    ttl_seconds: ReserveSeconds = 3600
+    reason: Annotated[str, msgspec.Meta(max_length=1024, description="what you will do")] = ""
+    room: RoomRef | None = None
+    idempotency_key: Key | None = None
+
+
+class RenewReservationArgs(_Args):
+    reservation_id: ReservationId
+    ttl_seconds: ReserveSeconds = 3600
+    idempotency_key: Key | None = None
+
+
+class ReleaseReservationArgs(_Args):
+    reservation_id: ReservationId
+    idempotency_key: Key | None = None
+
+
+class ListReservationsArgs(_Args):
+    project: Project | None = None
+
+
+class CheckPathsArgs(_Args):
+    paths: RepoPaths
+    project: Project | None = None

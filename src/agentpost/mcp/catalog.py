@@ -131,6 +131,41 @@ TOOLS: tuple[ToolSpec, ...] = (
         a.SearchArgs,
         read_only=True,
     ),
+    ToolSpec(
+        "reserve_paths",
+        "Reserve files before you change them (docs/reservations.md): gitignore-style globs of "
+        "a project, exclusive (default) or shared, for ttl_seconds. Refused with code "
+        "reservation_conflict naming each holder, their patterns, reason and until when: then "
+        "work elsewhere, wait, or ask them. Release when done." + _KEY_ADVICE,
+        a.ReservePathsArgs,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "renew_reservation",
+        "Hold a reservation of yours ttl_seconds from now (before it expires).",
+        a.RenewReservationArgs,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "release_reservation",
+        "Release a reservation of yours (or of an agent you own) so others may take its files.",
+        a.ReleaseReservationArgs,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "list_reservations",
+        "The live reservations of a project (default: every project): who holds which "
+        "patterns, exclusive or shared, until when, and why.",
+        a.ListReservationsArgs,
+        read_only=True,
+    ),
+    ToolSpec(
+        "check_paths",
+        "Before you write files: which of these paths another member holds exclusively "
+        "(`conflicts`, naming holder, reason and until when); empty means go ahead.",
+        a.CheckPathsArgs,
+        read_only=True,
+    ),
 )
 BY_NAME = {t.name: t for t in TOOLS}
 

@@ -36,6 +36,7 @@ from agentpost.mcp.failures import (
     from_hub,
     no_token,
 )
+from agentpost.repo import origin_project
 
 log = logging.getLogger("agentpost.mcp")
 
@@ -112,6 +113,11 @@ class Toolbox:
             "wait_for_receipt": self.wait_for_receipt,
             "members": self.members,
             "search": self.search,
+            "reserve_paths": self.reserve_paths,
+            "renew_reservation": self.renew_reservation,
+            "release_reservation": self.release_reservation,
+            "list_reservations": self.list_reservations,
+            "check_paths": self.check_paths,
         }
 
     async def call(self, name: str, arguments: object) -> dict[str, Any] | ToolFailure:
@@ -311,6 +317,66 @@ class Toolbox:
         return await self.hub.search(
             args.query, room=room, sender=args.sender, before=args.before, limit=args.limit
         )
+
+    # -- file reservations (docs/reservations.md) --------------------------------------
+
+    async def _workspace(self) -> str:
+        return str((await self.me())["workspace"]["name"])
+
+    def _project(self, given: str | None) -> str:
+        found = given or origin_project()
+        if not found:
+            raise ToolFailure(
+                INVALID_ARGUMENTS,
+                "no project: pass `project` (the MCP server's working directory is no git "
+                "repository with an origin remote); nothing was done",
+            )
+        return found
+
+    async def reserve_paths(self, args: a.ReservePathsArgs) -> dict[str, Any]:
+        project = self._project(args.project)
+        room = await self.room_id(args.room) if args.room is not None else None
+        canonical: dict[str, Any] = {
+            "project": project,
+            "paths": list(args.paths),
+            "exclusive": args.exclusive,
+            "ttl_seconds": args.ttl_seconds,
+            "reason": args.reason,
+            "room": room,
+        }
+        key, source = keys.key_for(
+            self.session_id, "reserve_paths", args.idempotency_key, canonical
+        )
+        r = await self.hub.reserve(
+            await self._workspace(),
+            project,
+            list(args.paths),
+            exclusive=args.exclusive,
+            ttl_seconds=args.ttl_seconds,
+            reason=args.reason,
+            room=room,
+            key=key,
+        )
+        return {"reservation": msgspec.to_builtins(r), "idempotency_key": key, "key_source": source}
+
+    async def renew_reservation(self, args: a.RenewReservationArgs) -> dict[str, Any]:
+        r = await self.hub.renew_reservation(
+            args.reservation_id, args.ttl_seconds, args.idempotency_key
+        )
+        return {"reservation": msgspec.to_builtins(r)}
+
+    async def release_reservation(self, args: a.ReleaseReservationArgs) -> dict[str, Any]:
+        r = await self.hub.release_reservation(args.reservation_id, args.idempotency_key)
+        return {"reservation": msgspec.to_builtins(r)}
+
+    async def list_reservations(self, args: a.ListReservationsArgs) -> dict[str, Any]:
+        found = await self.hub.reservations(await self._workspace(), args.project)
+        return {"reservations": msgspec.to_builtins(found)}
+
+    async def check_paths(self, args: a.CheckPathsArgs) -> dict[str, Any]:
+        project = self._project(args.project)
+        found = await self.hub.check_paths(await self._workspace(), project, list(args.paths))
+        return {"project": project, "conflicts": msgspec.to_builtins(found)}
 
 
 def delegation_waiting(ev: Event, me: str) -> bool:
