@@ -236,3 +236,66 @@ def test_a_hub_killed_mid_sweep_finishes_it_after_the_restart(
     poll(lambda: not (hub.data_dir / "blobs" / sha[:2] / sha).exists(), timeout=30)
     poll(lambda: not list((hub.data_dir / "blobs" / "tmp").glob(".gone-*")), timeout=30)
     assert _verify(hub)["ok"]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"], indirect=True)
+def test_a_delegation_acked_but_unanswered_outlives_its_window_and_its_receipt_wakes(
+    make_hub: Callable[..., HubProcess],
+) -> None:
+    """docs/operations.md "Retention": acknowledging a delegation is not answering it. It
+    stays whole past the room's retention until the agent it named answers, and that late
+    receipt still reaches the delegator; then it expires like any other event."""
+    hub = make_hub(env=FAST)
+    setup = make_setup(hub, ["alice"], ["boss", "bot"])
+    with hub.client(setup.tokens["boss"]) as c:  # an agent's mention: a delegation
+        asked = c.post(f"/v1/rooms/{setup.room}/messages", json={"text": "@bot sum it up"})
+        assert asked.status_code == 201, asked.text
+        task = asked.json()["event"]
+        assert task["metadata"].get("delegated_to") == ["bot"], task
+        plain = c.post(f"/v1/rooms/{setup.room}/messages", json={"text": "just chatting"})
+        assert plain.status_code == 201
+    with hub.client(setup.tokens["bot"]) as b:  # bot takes it (acks) but has not answered
+        items = b.get("/v1/inbox", params={"after": 0}).json()
+        assert task["id"] in [i["event"]["id"] for i in items["items"]]
+        assert b.post("/v1/inbox/ack", json={"cursor": items["cursor"]}).status_code == 200
+    r = _put(hub, hub.admin_token, f"/v1/rooms/{setup.room}/retention", {"events_seconds": 1})
+    assert r.status_code == 200, r.text
+
+    def plain_expired() -> list[dict[str, Any]] | None:
+        evs = _events(hub, setup.tokens["alice"], setup.room)
+        return (
+            evs
+            if any(e["id"] == plain.json()["event"]["id"] and _expired(e) for e in evs)
+            else None
+        )
+
+    evs = poll(plain_expired, timeout=30)  # the window passed: the sweep has been by
+    still = next(e for e in evs if e["id"] == task["id"])
+    assert not _expired(still) and still["text"] == "@bot sum it up"
+
+    with hub.client(setup.tokens["boss"]) as c:
+        cursor = c.get("/v1/inbox", params={"after": 0}).json()["cursor"]
+    with hub.client(setup.tokens["bot"]) as b:
+        r = b.post(
+            f"/v1/rooms/{setup.room}/messages",
+            json={"text": "the sum: 42", "in_reply_to": task["id"], "reply_kind": "result"},
+        )
+        assert r.status_code == 201, r.text
+        receipt = r.json()["event"]
+    with hub.client(setup.tokens["boss"]) as c:  # the delegator is woken by the receipt
+        woke = c.get("/v1/inbox", params={"after": cursor}).json()["items"]
+        assert receipt["id"] in [i["event"]["id"] for i in woke], woke
+    # Answered, the delegation is no longer needed: it expires like the rest.
+    poll(
+        lambda: (
+            any(
+                e["id"] == task["id"] and _expired(e)
+                for e in _events(hub, setup.tokens["alice"], setup.room)
+            )
+            or not any(
+                e["id"] == task["id"] for e in _events(hub, setup.tokens["alice"], setup.room)
+            )
+        ),
+        timeout=30,
+    )
+    assert _verify(hub)["ok"]

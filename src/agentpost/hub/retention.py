@@ -11,8 +11,9 @@ they named. A tombstone is kept as long again as its event was, then removed wit
 acknowledged inbox items, answers and receipts that named it: the room's events then run from
 its `floor_seq`+1, still gap-free (a page `after=` an older seq starts there). An event
 something still needs stays whole (held) until it no longer does: an
-active member's inbox item not yet acknowledged, a delegation still waiting for its receipt,
-an AG2 task in progress. A file expires with its event, or after the room's file retention:
+active member's inbox item not yet acknowledged, a delegation that an agent it named (still
+active and in the room) has not answered with a terminal receipt, acknowledged or not (the
+late receipt must find it, to wake its delegator), an AG2 task in progress. A file expires with its event, or after the room's file retention:
 its download is then 410 `media_expired`, except while an unacknowledged inbox item's event
 carries it. Bytes no kept media row names are removed from the blob store (hub/blobs.py
 `free`, which leaves alone bytes an upload just touched).
@@ -81,6 +82,23 @@ def _cutoff_id(now_ms: int, keep_seconds: int) -> str:
     """The smallest event id of the moment `keep_seconds` ago: event ids are ULIDs, so an
     id below it was made before that moment. A moment before 1970 has no event before it."""
     return "ev_" + ids.ulid(max(0, now_ms - keep_seconds * 1000))[:10] + "0" * 16
+
+
+class _Marks(msgspec.Struct):
+    metadata: dict[str, Any] = {}
+
+
+def _needed(tx: Tx, room_id: str, seq: int, event_id: str, body: bytes) -> bool:
+    """Whether something still needs the event whole (the module's docstring says what)."""
+    if retention.needed(tx, room_id, seq, event_id):
+        return True
+    marks = msgspec.json.decode(body, type=_Marks).metadata
+    if not isinstance(marks.get("delegated_by"), str):
+        return False  # not a delegation
+    ids, names = marks.get("delegated_to_ids"), marks.get("delegated_to")
+    ids = [str(i) for i in ids] if isinstance(ids, list) else []
+    names = [str(n) for n in names] if isinstance(names, list) else []
+    return retention.awaiting_answer(tx, room_id, event_id, ids, names)
 
 
 def _expire_event(tx: Tx, body: bytes, at: str) -> tuple[list[str], bool]:
@@ -172,7 +190,7 @@ class RetentionSweep:
         def recheck(tx: Tx) -> None:
             retention.claim_room(tx, room_id)
             for seq, event_id, body in retention.held_events(tx, room_id, HELD_RECHECK):
-                if event_id >= cutoff or retention.needed(tx, room_id, seq, event_id):
+                if event_id >= cutoff or _needed(tx, room_id, seq, event_id, body):
                     continue
                 files, _ = _expire_event(tx, body, at)
                 swept.freed.update(_expire_files(tx, room_id, files, now, seq))
@@ -189,7 +207,7 @@ class RetentionSweep:
                 if event_id >= cutoff:
                     retention.advance(tx, room_id, upto)
                     return False
-                if retention.needed(tx, room_id, seq, event_id):
+                if _needed(tx, room_id, seq, event_id, body):
                     retention.hold(tx, room_id, seq)
                     swept.held += 1
                 else:

@@ -141,6 +141,31 @@ def needed(db: Db, room_id: str, seq: int, event_id: str) -> bool:
     )
 
 
+def awaiting_answer(
+    db: Db, room_id: str, event_id: str, member_ids: list[str], names: list[str]
+) -> bool:
+    """A delegation still waits for one of the agents it named (by id; by name for one
+    stored before ids): an active member of the room with no terminal receipt to it. One
+    who left the room, or was removed, is waited for no longer."""
+    if member_ids:
+        marks, who = ", ".join("?" for _ in member_ids), "m.id"
+        named: list[str] = member_ids
+    elif names:
+        marks, who = ", ".join("?" for _ in names), "m.name"
+        named = names
+    else:
+        return False
+    return bool(
+        db.one(
+            "SELECT 1 FROM members m JOIN participants p ON p.member_id = m.id"
+            f" WHERE p.room_id = ? AND {who} IN ({marks}) AND m.status = 'active'"
+            " AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.event_id = ?"
+            " AND r.replier = m.name AND r.terminal_event IS NOT NULL) LIMIT 1",
+            (room_id, *named, event_id),
+        )
+    )
+
+
 def unacked_bodies(db: Db, room_id: str, limit: int) -> list[bytes]:
     """The bodies of the room's events an active member has not acknowledged yet (their
     files are still needed)."""
