@@ -215,7 +215,7 @@ def test_another_user_finds_no_token_in_the_workers_command_line(
     connected: Connected, nobody: OtherUser, tmp_path: Path
 ) -> None:
     """/proc/<pid>/cmdline is every local user's to read: with --token-file the token is not
-    in it; with --token it is, and the Worker says so in one warning line."""
+    in it (and --token is refused: the test below)."""
     token_file = tmp_path / "keys" / "bot.token"
     token_file.parent.mkdir()
     token_file.write_text(connected.setup.tokens["bot"] + "\n")
@@ -232,19 +232,21 @@ def test_another_user_finds_no_token_in_the_workers_command_line(
     assert seen["cmdline"]["result"].startswith("read ") and seen["cmdline"]["tokens"] == []
     assert "warning" not in by_file.log()
 
-    helper = connected.setup.tokens["helper"]
-    by_flag = _worker(
-        connected, agent_cmd(ECHO_AGENT), "--token", helper,
-        "--workspace-dir", str(tmp_path / "ws2"), "--repo", str(tmp_path / "repo2"),
-        python=[sys.executable], env={}, log="flag",
+
+
+def test_connect_refuses_a_token_on_its_command_line_in_one_line(
+    connected: Connected, tmp_path: Path
+) -> None:
+    """docs/cli.md "Tokens": a Worker's command line is readable by its agent and by every
+    local user for as long as it runs, so `connect --token` is refused (exit 2), pointing
+    to --token-file and AGENTPOST_TOKEN, before anything starts."""
+    p = _connect(tmp_path, connected.setup.hub, "--token", connected.setup.tokens["helper"])
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr == (
+        "agentpost connect: --token would put the token in the process list, readable by the "
+        "agent and other users: use --token-file FILE or env AGENTPOST_TOKEN\n"
     )
-    assert by_flag.proc is not None
-    assert nobody.probe(by_flag.proc.pid)["cmdline"]["tokens"] == [helper]
-    warned = [line for line in by_flag.log().splitlines() if "--token" in line]
-    assert warned == [
-        "warning: --token is visible to every local user in the process list; "
-        "use --token-file FILE or env AGENTPOST_TOKEN"
-    ]
+    assert not (tmp_path / "ws").exists()
 
 
 def _connect(tmp_path: Path, hub: HubProcess, *args: str) -> subprocess.CompletedProcess[str]:

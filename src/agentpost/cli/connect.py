@@ -15,6 +15,7 @@ from agentpost.cli import secrets
 from agentpost.cli.app import hub_option, main
 from agentpost.cli.common import (
     EXIT_FINAL,
+    EXIT_USAGE,
     cell,
     console,
     emit,
@@ -121,6 +122,15 @@ def connect(
     """Put an ACP agent in rooms: answer its owner and collaborators, one reply per wake-up."""
     if ctx.invoked_subcommand is not None:
         return
+    if secrets.on_argv(ctx, "token"):
+        # A Worker runs for hours beside an agent that can read every process's command
+        # line, as can every local user (docs/cli.md "Tokens"): the flag is refused outright.
+        click.echo(
+            "agentpost connect: --token would put the token in the process list, readable by "
+            "the agent and other users: use --token-file FILE or env AGENTPOST_TOKEN",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
     from agentpost.connect import WorkerConfig, known_agents, run_worker
     from agentpost.connect.keeper import forbid_dumping
     from agentpost.connect.workspace import WorkspaceError
