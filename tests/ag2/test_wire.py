@@ -396,3 +396,20 @@ def test_a_finished_task_is_removed_after_the_key_lifetime(
     with relay(hub, s.tokens["bot"]) as r:  # the one in progress is still answerable
         got = r.post("/v1/results", json={"id": second["id"], "body": "later"})
         assert got.json() == {"ok": True, "duplicate": False}
+
+
+def test_a_heartbeat_s_inflight_must_be_a_count_of_tasks(hub: HubProcess) -> None:
+    """docs/ag2.md: `inflight` is 0..10000. A negative count (which would free every lease
+    of the agent) or an absurd one is refused as malformed, 400 invalid_request, and the
+    acked task stays leased."""
+    s = setup_ag2(hub)
+    post(hub, s.tokens["alice"], s.room, "hold this @bot")
+    with relay(hub, s.tokens["bot"]) as r:
+        task = served(r)
+        assert r.post(f"/v1/tasks/{task['id']}/ack", json={}).status_code == 200
+        for bad in (-5, 10_001, 10**30):
+            refused = r.post("/v1/heartbeat", json={"inflight": bad})
+            assert refused.status_code == 400, (bad, refused.text)
+            assert refused.json()["error"]["code"] == "invalid_request", refused.text
+        assert tasks(r) == []  # nothing was served again
+        assert r.post("/v1/heartbeat", json={"inflight": 10_000}).json() == {"ok": True}

@@ -96,13 +96,18 @@ class MediaOut(msgspec.Struct):
     event_id: str
 
 
+MAX_INFLIGHT = 10_000
+
+
 class HeartbeatIn(msgspec.Struct):
     """`POST /v1/heartbeat`: liveness and a self-description, never an authorization input."""
 
     client: Annotated[str, msgspec.Meta(max_length=200)] | None = None
     protocol_version: int | None = None
     tier: Annotated[str, msgspec.Meta(max_length=64)] | None = None
-    inflight: int | None = None
+    # Tasks in hand: a count, so a negative one (which would free every lease of the
+    # agent) or an absurd one is refused as the malformed body it is.
+    inflight: Annotated[int, msgspec.Meta(ge=0, le=MAX_INFLIGHT)] | None = None
     capabilities: Annotated[list[str], msgspec.Meta(max_length=64)] = []
     status: Annotated[str, msgspec.Meta(max_length=500)] | None = None
     step: Annotated[str, msgspec.Meta(max_length=500)] | None = None
