@@ -37,6 +37,7 @@ class Receiver:
     fail: int = 0
     hang: bool = False
     got: list[tuple[dict[str, str], bytes, int]] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)  # when each post came (monotonic)
     server: ThreadingHTTPServer | None = None
 
     @property
@@ -54,6 +55,7 @@ class Receiver:
                     time.sleep(30)
                     return
                 status = 500 if len(outer.got) < outer.fail else 204
+                outer.times.append(time.monotonic())
                 outer.got.append(({k.lower(): v for k, v in self.headers.items()}, body, status))
                 self.send_response(status)
                 self.send_header("content-length", "0")
@@ -161,6 +163,20 @@ def test_a_receiver_that_fails_twice_gets_the_result_with_one_stable_id(
     assert sent["status"]["state"] == "TASK_STATE_COMPLETED"
     assert sent["artifacts"][0]["artifactId"] == reply["id"]
     assert sent["artifacts"][0]["parts"] == [{"text": "here it is"}]
+
+
+def test_retries_come_after_1_2_and_5_seconds_as_documented(
+    a2a: Setup, receivers: list[Receiver]
+) -> None:
+    """docs/a2a.md: after a failure the next attempt comes 1, 2, then 5 s later (each
+    measured from the failed answer), not a polling interval later."""
+    hook = receiver(receivers, fail=3)
+    task = send_with_push(a2a, "time the retries", "p-t", hook.url, "")
+    bot_reads_and_answers(a2a, task.id, task.context_id, "result", "timed")
+    poll(lambda: len(hook.times) == 4, timeout=30)
+    gaps = [b - a for a, b in zip(hook.times, hook.times[1:], strict=False)]
+    for gap, want in zip(gaps, (1, 2, 5), strict=True):
+        assert want - 0.05 <= gap <= want + 0.6, gaps
 
 
 def test_a_dead_endpoint_never_holds_up_another(a2a: Setup, receivers: list[Receiver]) -> None:

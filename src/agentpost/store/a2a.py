@@ -73,9 +73,10 @@ def enqueue(db: Db, task_id: str, event_id: str, now: int, ttl_ms: int) -> int:
     return queued
 
 
-def any_due(db: Db, now: int) -> bool:
-    """Whether a notification is due (a read: an idle sender writes nothing)."""
-    return db.one("SELECT 1 FROM a2a_push_outbox WHERE due_at <= ? LIMIT 1", (now,)) is not None
+def next_due(db: Db) -> int | None:
+    """When the soonest notification is due (ms), None when the outbox is empty."""
+    row = db.one("SELECT MIN(due_at) FROM a2a_push_outbox")
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def take_due(db: Db, now: int, lease_ms: int, limit: int) -> list[Due]:

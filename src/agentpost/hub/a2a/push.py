@@ -34,6 +34,7 @@ LEASE_MS = 15_000  # a sender's hold on a notification while it posts it (> the 
 TIMEOUT_SECONDS = 10.0
 BACKOFF_SECONDS = (1, 2, 5, 10, 30, 60, 120, 300)
 BATCH = 32
+IDLE_SECONDS = 1.0  # the longest the sender waits before it reads the outbox again
 # Sends at once: never more than the push client's connections, so no send waits for a
 # pool slot (a pool timeout would be a failure that is no endpoint's doing).
 MAX_IN_FLIGHT = 64
@@ -68,10 +69,15 @@ async def run(hub: Hub) -> None:
         while not hub.notifier.closed:
             woken = hub.notifier.event(tasks.PUSH_KEY)
             room = MAX_IN_FLIGHT - len(inflight)
+            pause = IDLE_SECONDS
             try:
                 due: list[Due] = []
-                if room > 0 and await hub.engine.read(lambda db: a2a.any_due(db, now_ms())):
+                soonest = await hub.engine.read(a2a.next_due)
+                now = now_ms()
+                if room > 0 and soonest is not None and soonest <= now:
                     due = await hub.engine.write(partial(_take, limit=min(BATCH, room)))
+                elif soonest is not None:  # sleep until it is due, so backoff is as said
+                    pause = min(IDLE_SECONDS, max(soonest - now, 1) / 1000)
                 for d in due:
                     sending = asyncio.create_task(_send_logged(hub, client, d))
                     inflight.add(sending)
@@ -82,7 +88,7 @@ async def run(hub: Hub) -> None:
                 log.warning("push outbox not read (%s); trying again", exc.message)
             except Exception:
                 log.exception("push sender failed; trying again")
-            await wait(woken, 1.0)
+            await wait(woken, pause)
     finally:
         for sending in inflight:
             sending.cancel()
@@ -159,3 +165,4 @@ async def _send(hub: Hub, client: httpx.AsyncClient, due: Due) -> None:
     await hub.engine.write(
         lambda tx: a2a.failed(tx, due.id, attempts, now_ms() + wait_s * 1000, error)
     )
+    hub.notifier.notify(tasks.PUSH_KEY)  # the loop times its next look by the new due time
