@@ -37,6 +37,7 @@ WALKS: dict[str, list[int] | None] = {
     "mcp.md": [0],  # the rest is MCP tool calls in between (test_mcp_done_when.py)
     "operations.md": None,
     "presence.md": None,
+    "reservations.md": None,
     "search.md": None,
     "threads.md": [0, 1],  # the scheduler is a script file (test_docs_threads.py)
     "web.md": None,

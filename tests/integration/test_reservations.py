@@ -180,3 +180,19 @@ def test_racing_requests_through_two_hubs_get_one_exclusive_grant(
     with first.client(s.tokens["alice"]) as c:
         live = c.get(f"/v1/workspaces/{s.workspace}/reservations").json()["reservations"]
     assert len(live) == 1
+
+
+def test_a_freed_name_does_not_inherit_the_right_to_force_release(shared_setup: Setup) -> None:
+    """Ownership is compared by member id (docs/architecture.md#identity): a new `alice`,
+    after the old one was removed hard, owns none of bot's reservations."""
+    s = shared_setup
+    with s.hub.client(s.tokens["bot"]) as bot, s.hub.client(s.hub.admin_token) as admin:
+        rid = _reserve(bot, s.workspace, ["owned/**"]).json()["reservation"]["id"]
+        members = f"/v1/admin/workspaces/{s.workspace}/members"
+        assert admin.delete(f"{members}/alice", params={"hard": "true"}).status_code == 200
+        r = admin.post(members, json={"name": "alice", "kind": "human"})
+        assert r.status_code == 201, r.text
+        new_alice = r.json()["token"]
+    with s.hub.client(new_alice) as alice:
+        r = alice.delete(f"/v1/reservations/{rid}")
+        assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
