@@ -196,3 +196,27 @@ def test_a_freed_name_does_not_inherit_the_right_to_force_release(shared_setup: 
     with s.hub.client(new_alice) as alice:
         r = alice.delete(f"/v1/reservations/{rid}")
         assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+
+
+def test_a_hub_killed_after_the_grant_commits_replays_it_to_the_retry(
+    make_hub: Callable[..., HubProcess],
+) -> None:
+    """kill -9 between the commit and the answer: the caller saw nothing, retries with its
+    key on a restarted hub, and gets the one grant made, never a second."""
+    hub = make_hub()
+    s = make_setup(hub, ["alice"], ["bot"])
+    hub.stop()
+    crashing = make_hub(env={"AGENTPOST_CRASH_POINT": "after_commit"})
+    with crashing.client(s.tokens["bot"]) as bot:
+        try:
+            _reserve(bot, s.workspace, ["k/**"], key="grant-k")
+            raise AssertionError("the hub answered; it should have died after the commit")
+        except httpx.TransportError:
+            pass
+    assert crashing.wait_exit() == 137
+    restarted = make_hub()
+    with restarted.client(s.tokens["bot"]) as bot:
+        again = _reserve(bot, s.workspace, ["k/**"], key="grant-k")
+        assert again.status_code == 201 and again.headers["Idempotency-Status"] == "replayed"
+        live = bot.get(f"/v1/workspaces/{s.workspace}/reservations").json()["reservations"]
+        assert [r["id"] for r in live] == [again.json()["reservation"]["id"]]

@@ -100,3 +100,31 @@ def test_the_guard_refuses_a_conflicting_commit_and_lets_others_through(
     # The documented override lets this one through.
     p = _run(repo, {**mine, "AGENTPOST_GUARD": "off"}, "git", "commit", "-q", "-m", "api")
     assert p.returncode == 0, p.stderr
+
+
+def test_the_guard_refuses_a_push_whose_commits_touch_a_held_path(
+    shared_setup: Setup, tmp_path: Path
+) -> None:
+    s = shared_setup
+    repo = _repo(tmp_path)
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    mine = _env(s, "bot")
+    _run(repo, mine, "git", "remote", "set-url", "--push", "origin", str(remote))
+    p = _run(repo, mine, sys.executable, "-m", "agentpost", "guard", "install")
+    assert p.returncode == 0, p.stderr
+    (repo / "a.txt").write_text("a\n")
+    _run(repo, mine, "git", "add", "a.txt")
+    assert _run(repo, mine, "git", "commit", "-qm", "a").returncode == 0
+    assert _run(repo, mine, "git", "push", "-q", "origin", "main").returncode == 0
+    # helper reserves lib/ after bot committed to it with the guard off.
+    (repo / "lib").mkdir()
+    (repo / "lib" / "x.py").write_text("x\n")
+    _run(repo, mine, "git", "add", "lib/x.py")
+    p = _run(repo, {**mine, "AGENTPOST_GUARD": "off"}, "git", "commit", "-qm", "lib")
+    assert p.returncode == 0, p.stderr
+    p = _run(repo, _env(s, "helper"), sys.executable, "-m", "agentpost", "reserve", "lib/**",
+             "--reason", "lib rewrite")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    p = _run(repo, mine, "git", "push", "-q", "origin", "main")
+    assert p.returncode != 0 and "helper" in p.stderr and "lib/x.py" in p.stderr
