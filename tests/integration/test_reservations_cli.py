@@ -97,6 +97,14 @@ def test_the_guard_refuses_a_conflicting_commit_and_lets_others_through(
     assert p.returncode != 0
     assert "helper" in p.stderr and "new endpoint" in p.stderr and "api/v1.py" in p.stderr
     assert _run(repo, mine, "git", "log", "--format=%s").stdout.split() == ["readme"]
+    # An edit hook asks the same about a path as it has it: absolute, or from a subfolder.
+    check = [sys.executable, "-m", "agentpost", "guard", "check"]
+    p = _run(repo, mine, *check, str(repo / "api" / "v1.py"))
+    assert p.returncode == 1 and "helper" in p.stderr
+    p = subprocess.run([*check, "v1.py"], cwd=repo / "api", env=mine, capture_output=True,
+                       text=True, timeout=60)  # fmt: skip
+    assert p.returncode == 1 and "api/v1.py" in p.stderr
+    assert _run(repo, mine, *check, "README.md").returncode == 0
     # The documented override lets this one through.
     p = _run(repo, {**mine, "AGENTPOST_GUARD": "off"}, "git", "commit", "-q", "-m", "api")
     assert p.returncode == 0, p.stderr

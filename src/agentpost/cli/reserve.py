@@ -287,6 +287,26 @@ def _changed(hook: str | None) -> list[str]:
     return [p for p in out.split("\0") if p]
 
 
+def _from_root(paths: tuple[str, ...]) -> list[str]:
+    """Paths as given (absolute, or relative to the working dir, as an edit hook passes
+    them), relative to the repository root as reservations name them."""
+    top = _git("rev-parse", "--show-toplevel")
+    if top is None:
+        return list(paths)
+    root = Path(top.strip()).resolve()
+    out = []
+    for text in paths:
+        full = Path(os.path.abspath(text))
+        try:
+            out.append(full.relative_to(root).as_posix())
+        except ValueError:
+            try:
+                out.append(full.resolve().relative_to(root).as_posix())
+            except ValueError:
+                out.append(text)  # outside this repository: asked as given
+    return out
+
+
 @guard.command("check")
 @click.argument("paths", nargs=-1)
 @click.option("--project", default=None, help="Project (default: this repository's origin).")
@@ -306,7 +326,7 @@ def guard_check(
     if os.environ.get(GUARD_ENV) == "off":
         return
     name = project_of(project, as_json)
-    wanted = list(paths) if paths else _changed(hook or "pre-commit")
+    wanted = _from_root(paths) if paths else _changed(hook or "pre-commit")
     if not wanted:
         emit(as_json, {"conflicts": []}, lambda: None)
         return
