@@ -112,12 +112,15 @@ def test_room_shape_participants_and_archive(setup: Setup) -> None:
 def test_me_shape(setup: Setup) -> None:
     with setup.hub.client(setup.tokens["bot"]) as c:
         me = c.get("/v1/me").json()
+    with setup.hub.client(setup.tokens["alice"]) as c:
+        alice = c.get("/v1/me").json()["member"]
     assert me["member"] == {
         "id": me["member"]["id"],
         "name": "bot",
         "kind": "agent",
         "status": "active",
         "owner": "alice",
+        "owner_id": alice["id"],  # the owner's identity (docs/api.md "Identity")
     }
     assert me["workspace"]["name"] == setup.workspace
 

@@ -40,51 +40,33 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from agentpost import __version__
-from agentpost.core.errors import AgentpostError, Code
+from agentpost.core.errors import Code
 from agentpost.store import migrate
+from agentpost.store.datastore import (  # re-exported: the db commands import them here
+    SQLITE_FILE,
+    OpsError,
+    Store,
+    hash_file,
+    pg_connect,
+)
 from agentpost.store.files import DIR_MODE, FILE_MODE, UMASK
+from agentpost.store.verify import verify
 
 FORMAT = "agentpost-backup"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
-SQLITE_FILE = "hub.sqlite3"
 PG_DUMP = "hub.pgdump"
 BLOBS = "blobs"
 ADMIN_TOKEN = "admin.token"
 # Tests: `AGENTPOST_DB_CRASH_POINT=name` SIGKILLs the command where `_crash_point(name)` is.
 CRASH_ENV = "AGENTPOST_DB_CRASH_POINT"
-_MARKER = ".agentpost-partial"  # locked (flock) by the command writing the partial directory
 _CHUNK = 1 << 20
-
-
-class OpsError(AgentpostError):
-    """A backup, restore or check that cannot be done as asked; nothing was changed."""
-
-
-@dataclass(frozen=True)
-class Store:
-    """Where a hub keeps its data: the database (`db_url` None: `<data>/hub.sqlite3`) and the
-    media bytes (`blob_dir`)."""
-
-    db_url: str | None
-    data_dir: Path
-    blob_dir: Path
-
-    @property
-    def engine(self) -> str:
-        return "sqlite" if self.db_url is None or self.db_url.startswith("sqlite") else "postgresql"
-
-    @property
-    def sqlite_path(self) -> Path:
-        if self.db_url is None:
-            return self.data_dir / SQLITE_FILE
-        return Path(self.db_url.removeprefix("sqlite://"))
+_MARKER = ".agentpost-partial"  # locked (flock) by the command writing the partial directory
 
 
 def _crash_point(name: str) -> None:
@@ -109,17 +91,6 @@ def _write_file(path: Path, data: bytes) -> None:
         out.write(data)
         out.flush()
         os.fsync(out.fileno())
-
-
-def hash_file(path: Path) -> tuple[str, int]:
-    """(sha256 hex, size) of a file, read in chunks."""
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-            size += len(chunk)
-    return h.hexdigest(), size
 
 
 def _copy_checked(src: Path, dst: Path, sha256: str) -> str | None:
@@ -264,20 +235,6 @@ def _run_tool(argv: list[str], env: dict[str, str], what: str) -> None:
     p = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     if p.returncode != 0:
         raise OpsError(Code.TOOL_FAILED, f"{what} failed: {p.stderr.strip()[-2000:]}")
-
-
-def pg_connect(url: str) -> Any:
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise OpsError(
-            Code.INVALID_REQUEST,
-            "PostgreSQL needs the postgres extra: pip install -e '.[postgres]' in the clone",
-        ) from exc
-    try:
-        return psycopg.connect(url, autocommit=True)
-    except psycopg.Error as exc:
-        raise OpsError(Code.STORAGE_UNAVAILABLE, f"cannot reach PostgreSQL: {exc}") from exc
 
 
 # -- what a database holds ----------------------------------------------------------------
@@ -547,8 +504,6 @@ def _checked_rows(store: Store, manifest: dict[str, Any], known: set[str]) -> li
     """`db verify`'s checks on a database (a backup's SQLite one, or a database just
     restored) and its counts against the manifest's; media in `known` (missing when the
     backup was made, or already found damaged in it) are not said twice."""
-    from agentpost.store.verify import verify  # verify reads Store and OpsError from here
-
     report = verify(store)
     problems = [
         p

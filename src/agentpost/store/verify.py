@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 from agentpost.core.errors import Code
 from agentpost.store import migrate
-from agentpost.store.backup import OpsError, Store, hash_file, pg_connect
+from agentpost.store.datastore import OpsError, Store, hash_file, pg_connect
 
 Query = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 _STATES = {"claimed": (0, 0), "created": (200, 299), "rejected": (400, 499)}
