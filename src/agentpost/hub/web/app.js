@@ -9,6 +9,7 @@ import { RoomExport } from "./export.js";
 import { Inbox } from "./inbox.js";
 import { Mentions } from "./mentions.js";
 import { Presence } from "./presence.js";
+import { Reservations } from "./reservations.js";
 import { Search } from "./search.js";
 import { RoomStream } from "./stream.js";
 import { Timeline } from "./timeline.js";
@@ -75,6 +76,13 @@ const roomExport = new RoomExport({
   status: $("export-status"),
 });
 
+const reservations = new Reservations({
+  toggle: $("reserved"),
+  panel: $("reserved-panel"),
+  list: $("reserved-list"),
+  status: $("reserved-status"),
+});
+
 function roomStatus(text, down = false) {
   $("room-status").textContent = text;
   $("room-status").classList.toggle("down", down);
@@ -104,6 +112,7 @@ function closeRoom() {
   $("manage").hidden = true;
   showManage(false);
   roomExport.open(null);
+  reservations.open(null);
   $("room-title").textContent = "Pick a room";
 }
 
@@ -382,6 +391,7 @@ async function openRoom(roomId) {
 function showRoom(room) {
   state.room = room;
   if (!roomExport.room || roomExport.room.id !== room.id) roomExport.open(room);
+  if (reservations.workspace !== room.workspace) reservations.open(room.workspace);
   $("room-title").textContent = room.archived ? `${room.name} (archived)` : room.name;
   $("archive").textContent = room.archived ? "Unarchive room" : "Archive room";
   drawManage();
@@ -429,6 +439,7 @@ async function refreshEvent(roomId, id) {
 function onLive(event) {
   if (event.room !== state.roomId) return;
   if (!timeline.add(event)) return;
+  reservations.eventArrived(event);
   if (event.relates_to && timeline.has(event.relates_to)) {
     refreshEvent(event.room, event.relates_to);
   }
