@@ -136,3 +136,59 @@ def test_the_guard_refuses_a_push_whose_commits_touch_a_held_path(
     assert p.returncode == 0, p.stderr
     p = _run(repo, mine, "git", "push", "-q", "origin", "main")
     assert p.returncode != 0 and "helper" in p.stderr and "lib/x.py" in p.stderr
+
+
+def test_an_agents_edit_hook_is_told_before_it_writes_a_held_file(
+    shared_setup: Setup, tmp_path: Path
+) -> None:
+    """`agentpost guard edit-hook` as Claude Code's (and Codex's) PreToolUse hook and Gemini
+    CLI's BeforeTool hook: the event on stdin names the file the tool is about to write; a
+    file another member holds exclusively gets the client's deny decision naming holder and
+    reason, any other file nothing (the edit goes on)."""
+    s = shared_setup
+    repo = _repo(tmp_path)
+    agentpost(
+        s.hub, "reserve", "src/auth/**", "--project", PROJECT, "--reason", "auth refactor",
+        token=s.tokens["bot"],
+    )  # fmt: skip
+    env = _env(s, "helper")
+
+    def hook(event: dict[str, object]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "agentpost", "guard", "edit-hook"],
+            input=json.dumps(event), cwd=tmp_path, env=env,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    claude = {
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Edit",
+        "cwd": str(repo),
+        "tool_input": {"file_path": str(repo / "src/auth/login.py"), "old_string": "a"},
+    }
+    p = hook(claude)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "PreToolUse" and out["permissionDecision"] == "deny"
+    assert "bot" in out["permissionDecisionReason"]
+    assert "auth refactor" in out["permissionDecisionReason"]
+    gemini = {
+        "hook_event_name": "BeforeTool",
+        "tool_name": "write_file",
+        "cwd": str(repo),
+        "tool_input": {"file_path": "src/auth/token.py", "content": "x"},  # relative to cwd
+    }
+    p = hook(gemini)
+    denied = json.loads(p.stdout)
+    assert denied["decision"] == "deny" and "bot" in denied["reason"]
+    free = {**claude, "tool_input": {"file_path": str(repo / "README.md")}}
+    p = hook(free)
+    assert (p.returncode, p.stdout) == (0, "")
+    # The holder itself is never stopped, nor a tool that writes no file.
+    assert hook({**claude, "tool_input": {"command": "ls"}}).stdout == ""
+    p = subprocess.run(
+        [sys.executable, "-m", "agentpost", "guard", "edit-hook"],
+        input=json.dumps(claude), cwd=tmp_path, env=_env(s, "bot"),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (p.returncode, p.stdout) == (0, "")

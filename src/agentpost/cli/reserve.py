@@ -353,3 +353,80 @@ def guard_check(
         sys.stdout.write(msgspec.json.encode(body).decode() + "\n")
         sys.exit(EXIT_FINAL)
     fail(False, "reservation_conflict", message, False, EXIT_FINAL)
+
+
+# Where an agent's edit tool names the file it is about to write (Claude Code's and Codex's
+# Edit/Write/MultiEdit `file_path`, NotebookEdit `notebook_path`; Gemini CLI's write_file and
+# replace `file_path`, some tools `absolute_path` or `path`).
+_EDIT_FIELDS = ("file_path", "notebook_path", "absolute_path", "path")
+GEMINI_BEFORE_TOOL = "BeforeTool"
+
+
+def edit_hook_paths(event: object) -> list[str]:
+    """The file paths a PreToolUse / BeforeTool hook event's tool input names."""
+    if not isinstance(event, dict) or not isinstance(event.get("tool_input"), dict):
+        return []
+    found = [event["tool_input"].get(f) for f in _EDIT_FIELDS]
+    return [p for p in found if isinstance(p, str) and p]
+
+
+def edit_hook_denial(event_name: str, reason: str) -> dict[str, object]:
+    """The answer that stops the edit, in the asking client's own shape: Gemini CLI's
+    BeforeTool takes a decision; Claude Code (and Codex, which takes its contract) a
+    PreToolUse permission decision whose reason the model reads."""
+    if event_name == GEMINI_BEFORE_TOOL:
+        return {"decision": "deny", "reason": reason}
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
+    }
+
+
+@guard.command("edit-hook")
+@click.option("--project", default=None, help="Project (default: this repository's origin).")
+@hub_options
+def guard_edit_hook(project: str | None, hub: str, token: str | None) -> None:
+    """An agent's edit hook (Claude Code and Codex PreToolUse, Gemini CLI BeforeTool): reads
+    the hook event on stdin and, when another member holds the file the tool is about to
+    write exclusively, prints the client's deny decision naming holder and reason, so the
+    agent is told before it writes. Prints nothing (the edit goes on) otherwise, and when
+    the hub cannot be asked (said on stderr: the git guard still checks the commit)."""
+    if os.environ.get(GUARD_ENV) == "off":
+        return
+    try:
+        event = msgspec.json.decode(sys.stdin.buffer.read() or b"{}")
+    except msgspec.DecodeError:
+        sys.stderr.write("agentpost guard edit-hook: stdin is not a hook event (JSON)\n")
+        return
+    paths = edit_hook_paths(event)
+    if not paths:
+        return
+    cwd = event.get("cwd") if isinstance(event, dict) else None
+    if isinstance(cwd, str) and cwd:
+        paths = [p if os.path.isabs(p) else os.path.join(cwd, p) for p in paths]
+        os.chdir(cwd)  # the repository the agent works in: its origin names the project
+    name = origin_project() if project is None else project
+    if name is None:  # no repository with an origin here: no project to hold paths of
+        return
+    wanted = _from_root(tuple(paths))
+    from agentpost.client.errors import HubError, NotConfigured
+
+    try:
+        with client(hub, token) as c:
+            ws = str(c.me()["workspace"]["name"])
+            found = c.check_paths(ws, name, wanted)
+    except (HubError, NotConfigured) as exc:
+        sys.stderr.write(f"agentpost guard edit-hook: not checked: {exc}\n")
+        return
+    if not found:
+        return
+    lines = "; ".join(_conflict_line(c) for c in found)
+    reason = (
+        f"Reserved by another member, do not edit it now: {lines}. Ask them in the room, "
+        "or work on something else until the reservation ends."
+    )
+    event_name = str(event.get("hook_event_name") or "") if isinstance(event, dict) else ""
+    sys.stdout.write(msgspec.json.encode(edit_hook_denial(event_name, reason)).decode() + "\n")
