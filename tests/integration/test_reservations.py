@@ -142,6 +142,59 @@ def test_a_reservation_expires_and_the_room_is_told(make_hub: Callable[..., HubP
     poll(lambda: any("expired" in t for t in _notices(hub, s.tokens["alice"], s.room)))
 
 
+def test_an_agents_reservations_end_when_its_workers_lease_is_lost_for_good(
+    make_hub: Callable[..., HubProcess],
+) -> None:
+    """bot ran a Worker (its lease) when it reserved; the Worker stops (lease released) and
+    none takes the lease again within the grace: the sweep ends bot's reservation
+    (`worker_gone`) and says so in the room. helper, never served by a Worker, keeps its
+    own; a Worker that comes back within the grace keeps bot's next one."""
+    hub = make_hub(
+        env={"AGENTPOST_SWEEP_INTERVAL": "0.2", "AGENTPOST_RESERVATION_WORKER_GRACE": "1"}
+    )
+    s = make_setup(hub, ["alice"], ["bot", "helper"])
+    lease = {"worker_id": "b" * 32, "host": "laptop", "pid": 4242}
+    with hub.client(s.tokens["bot"]) as bot, hub.client(s.tokens["helper"]) as helper:
+        fence = bot.post("/v1/worker/lease", json=lease).json()["lease"]["fence"]
+        r = _reserve(bot, s.workspace, ["src/**"], room=s.room, ttl_seconds=3600)
+        assert r.status_code == 201, r.text
+        mine = r.json()["reservation"]["id"]
+        assert _reserve(helper, s.workspace, ["docs/**"], ttl_seconds=3600).status_code == 201
+        assert bot.post("/v1/worker/lease/release", json={"fence": fence}).status_code == 200
+
+        def ended() -> bool:
+            found = bot.get(f"/v1/workspaces/{s.workspace}/reservations").json()
+            return mine not in [x["id"] for x in found["reservations"]]
+
+        poll(ended, timeout=15)
+        live = bot.get(f"/v1/workspaces/{s.workspace}/reservations").json()["reservations"]
+        assert [x["holder"] for x in live] == ["helper"]
+        assert _reserve(helper, s.workspace, ["src/a.py"]).status_code == 201
+        # A Worker back within the grace: the lease is live again, the reservation stays.
+        fence = bot.post("/v1/worker/lease", json=lease).json()["lease"]["fence"]
+        again = _reserve(bot, s.workspace, ["lib/**"], ttl_seconds=3600)
+        assert again.status_code == 201, again.text
+        bot.post("/v1/worker/lease/release", json={"fence": fence})
+        bot.post("/v1/worker/lease", json=lease)  # retaken at once: a restart
+        # Then helper's Worker goes for good: once the sweep ends helper's reservation, the
+        # grace of bot's earlier release has passed too, and bot's is still held.
+        h_lease = {**lease, "worker_id": "c" * 32}
+        h_fence = helper.post("/v1/worker/lease", json=h_lease).json()["lease"]["fence"]
+        late = _reserve(helper, s.workspace, ["z/**"], room=s.room, ttl_seconds=3600)
+        assert late.status_code == 201, late.text
+        helper.post("/v1/worker/lease/release", json={"fence": h_fence})
+
+        def live_ids() -> list[str]:
+            found = bot.get(f"/v1/workspaces/{s.workspace}/reservations").json()
+            return [x["id"] for x in found["reservations"]]
+
+        poll(lambda: late.json()["reservation"]["id"] not in live_ids(), timeout=15)
+        assert again.json()["reservation"]["id"] in live_ids()
+    texts = _notices(hub, s.tokens["alice"], s.room)
+    assert sum("bot's Worker stopped serving it" in t for t in texts) == 1
+    assert sum("helper's Worker stopped serving it" in t for t in texts) == 1
+
+
 def test_removing_the_holder_ends_its_reservations(shared_setup: Setup) -> None:
     s = shared_setup
     with s.hub.client(s.tokens["helper"]) as helper, s.hub.client(s.tokens["bot"]) as bot:

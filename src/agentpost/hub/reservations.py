@@ -16,6 +16,8 @@ The lease shape (fence, expiry) is the Worker lease's, from core/lease.py.
 
 from __future__ import annotations
 
+import os
+
 import msgspec
 
 from agentpost.core import globs
@@ -37,6 +39,11 @@ RELEASED = "released"
 FORCED = "forced"
 EXPIRED = "expired"
 REMOVED = "removed"
+WORKER_GONE = "worker_gone"
+# A holder's Worker lease that stayed ended this long is lost for good: its agent's
+# reservations end (a Worker restarted within it keeps them). Seconds; a test shortens it.
+WORKER_GRACE_ENV = "AGENTPOST_RESERVATION_WORKER_GRACE"
+WORKER_GRACE_SECONDS = 600.0
 NOTICE_KEY = "agentpost/reservation"
 
 
@@ -271,6 +278,8 @@ def _end(tx: Tx, reservation_id: str, why: str, by: str) -> Reservation | None:
         FORCED: f"{by} force-released {r.holder}'s {_what(r)}",
         EXPIRED: f"{r.holder}'s reservation of {_what(r)} expired",
         REMOVED: f"{r.holder} was removed; their reservation of {_what(r)} ended",
+        WORKER_GONE: f"{r.holder}'s Worker stopped serving it; its reservation of "
+        f"{_what(r)} ended",
     }[why]
     _announce(tx, ended, why, text)
     return ended
@@ -286,13 +295,26 @@ def end_of_holder(tx: Tx, holder_id: str) -> int:
 
 
 def sweep(tx: Tx, limit: int = 200) -> int:
-    """End reservations whose time ran out (the hub's sweeper); how many."""
+    """End reservations whose time ran out, and those of agents whose Worker's lease is
+    lost for good (the hub's sweeper); how many."""
     n = 0
     now = now_ms()
     for r in rows.lapsed(tx, now, limit):
         rows.lock_project(tx, r.workspace_id, r.project)
         n += _end(tx, r.id, EXPIRED, "") is not None
+    for r in rows.of_lost_workers(tx, now - worker_grace_ms(), limit):
+        rows.lock_project(tx, r.workspace_id, r.project)
+        n += _end(tx, r.id, WORKER_GONE, "") is not None
     return n
+
+
+def worker_grace_ms() -> int:
+    raw = os.environ.get(WORKER_GRACE_ENV, "")
+    try:
+        seconds = float(raw) if raw else WORKER_GRACE_SECONDS
+    except ValueError:
+        seconds = WORKER_GRACE_SECONDS
+    return int(max(0.0, seconds) * 1000)
 
 
 def live(db: Db, workspace_id: str, project: str | None) -> list[Reservation]:

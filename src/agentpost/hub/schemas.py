@@ -478,7 +478,7 @@ class ReservationOut(msgspec.Struct):
     since: str
     renewed_at: str
     expires_at: str
-    # held, or how it ended: released, forced, expired, removed
+    # held, or how it ended: released, forced, expired, removed, worker_gone
     state: str
     ended_at: str | None = None
 

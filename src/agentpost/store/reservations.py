@@ -114,6 +114,20 @@ def lapsed(db: Db, now: int, limit: int) -> list[Reservation]:
     return [_reservation(row) for row in rows]
 
 
+def of_lost_workers(db: Db, lost_before: int, limit: int) -> list[Reservation]:
+    """Unended reservations whose holder's Worker lease (any profile's) ended after the
+    reservation began and has not been live since `lost_before` (ms): released or lapsed,
+    and taken by no Worker again. A holder that never ran a Worker (an agent over MCP, a
+    person) has no lease row and is never among them."""
+    rows = db.all(
+        f"SELECT {_COLS}{_FROM} JOIN worker_leases l ON l.member_id = r.holder_id"
+        " WHERE r.ended_at IS NULL AND l.fence > 0 AND l.expires_at >= r.since"
+        " AND l.expires_at < ? ORDER BY r.id LIMIT ?",
+        (lost_before, limit),
+    )
+    return [_reservation(row) for row in rows]
+
+
 def renew(db: Db, reservation_id: str, renewed_at: int, expires_at: int) -> None:
     db.run(
         "UPDATE reservations SET renewed_at = ?, expires_at = ? WHERE id = ?",
