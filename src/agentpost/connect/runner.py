@@ -42,6 +42,9 @@ RECENT_TURNS = 20
 # "The reply"): past
 # `ttl - margin` an earlier reply would no longer be found, and the Turn could run twice.
 TTL_MARGIN_MAX = 3600.0
+# How far after an expired wake-up the room is read for this agent's reply to it.
+REPLY_PAGE = 500
+REPLY_SCAN = 20_000
 
 SessionMeta = Callable[[SessionKey], dict[str, Any]]
 
@@ -103,6 +106,11 @@ class TurnRunner:
         if await self._answered_before(ev, delegated):
             return
         ended = await self._not_to_run(ev)
+        if ended is not None and ended.outcome == turns.EXPIRED and await self._replied(ev):
+            # Past the key lifetime the reply's key is forgotten, but the reply itself is in
+            # the room: answered, not "not run" (that would be false).
+            log.info("reply to %s is in the room (its key has expired); not running it", ev.id)
+            return
         if ended is not None:
             log.warning("Turn %s not run: %s", ev.id, ended.outcome)
             await self._finish(ev, ended, delegated, started)
@@ -145,6 +153,32 @@ class TurnRunner:
                 await replies.tell_refused(self.client, s.member_id, ev.room, ev.id, kind, refusal)
             self._forget_journal(ev.id)
             return True
+        return False
+
+    async def _replied(self, ev: Event) -> bool:
+        """Whether this agent's reply to `ev` is among the room's events after it (read
+        page by page, up to REPLY_SCAN events): what a wake-up older than the hub's key
+        lifetime is asked, when its reply's key can no longer be looked up."""
+        after = ev.seq
+        for _ in range(REPLY_SCAN // REPLY_PAGE):
+
+            def page(after: int = after) -> Awaitable[list[Event]]:
+                return self.client.events(ev.room, after=after, limit=REPLY_PAGE)
+
+            try:
+                found = await replies.until_answered(f"the replies to {ev.id}", page)
+            except HubRefused as exc:  # the room cannot be read now: say "not run" as before
+                log.warning("the replies to %s cannot be read: %s", ev.id, exc)
+                return False
+            if not found:
+                return False
+            for e in found:
+                mine = e.sender_id == self.settings.member_id if e.sender_id else (
+                    e.sender == self.settings.me
+                )
+                if mine and e.in_reply_to == ev.id:
+                    return True
+            after = found[-1].seq
         return False
 
     def _forget_journal(self, trigger: str) -> None:
