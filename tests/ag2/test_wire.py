@@ -413,3 +413,43 @@ def test_a_heartbeat_s_inflight_must_be_a_count_of_tasks(hub: HubProcess) -> Non
             assert refused.json()["error"]["code"] == "invalid_request", refused.text
         assert tasks(r) == []  # nothing was served again
         assert r.post("/v1/heartbeat", json={"inflight": 10_000}).json() == {"ok": True}
+
+
+def test_a_result_after_the_key_lifetime_is_still_a_duplicate(
+    make_hub: Callable[..., HubProcess],
+) -> None:
+    """The hub forgets a finished task after the key lifetime (3 s here); a result for it
+    after that is answered from what the inbox says (handed in and acknowledged): a
+    duplicate, as docs/ag2.md promises, never 404."""
+    hub = make_hub(env={"AGENTPOST_SWEEP_INTERVAL": "0.2"}, extra_args=["--key-ttl-seconds", "3"])
+    s = setup_ag2(hub)
+    post(hub, s.tokens["alice"], s.room, "what time is it? @bot")
+    with relay(hub, s.tokens["bot"]) as r:
+        task = served(r)
+        assert r.post("/v1/results", json={"id": task["id"], "body": "noon"}).json() == {
+            "ok": True,
+            "duplicate": False,
+        }
+    with hub.client(s.tokens["alice"]) as c:
+        # Two keys made after the answer, each forgotten in turn: a whole sweep has run
+        # past the task's cutoff, so the finished task is forgotten too.
+        for n in range(2):
+            key = f"probe-{n}"
+            made = c.post(
+                f"/v1/rooms/{s.room}/messages", json={"text": key}, headers={"Idempotency-Key": key}
+            )
+            assert made.status_code == 201
+            poll(
+                lambda key=key: c.get(f"/v1/rooms/{s.room}/sends", params={"key": key}).status_code
+                == 404,
+                timeout=30,
+            )
+    with relay(hub, s.tokens["bot"]) as r:
+        late = r.post("/v1/results", json={"id": task["id"], "body": "noon again"})
+        assert (late.status_code, late.json()) == (200, {"ok": True, "duplicate": True})
+        rejected = r.post("/v1/results", json={"id": task["id"], "status": "rejected"})
+        assert rejected.json() == {"ok": True, "duplicate": True}
+        unknown = r.post("/v1/results", json={"id": "ev_nosuchtask", "body": "x"})
+        assert unknown.status_code == 404
+    replies = said(hub, s.tokens["alice"], s.room, "bot")
+    assert [e["text"] for e in replies] == ["noon"]

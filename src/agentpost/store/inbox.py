@@ -67,3 +67,17 @@ _ROWS = (
 def last_cursor(db: Db, member_id: str) -> int:
     row = db.one("SELECT inbox_last FROM members WHERE id = ?", (member_id,))
     return int(row[0]) if row else 0
+
+
+def acked_row(db: Db, member_id: str, room_id: str, seq: int) -> bool:
+    """Whether the event at (room_id, seq) woke the member and the member acknowledged its
+    inbox past that row."""
+    return (
+        db.one(
+            "SELECT 1 FROM inbox i JOIN members m ON m.id = i.member_id"
+            " WHERE i.member_id = ? AND i.room_id = ? AND i.seq = ?"
+            " AND i.cursor <= m.inbox_cursor",
+            (member_id, room_id, seq),
+        )
+        is not None
+    )

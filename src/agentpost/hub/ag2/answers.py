@@ -32,7 +32,7 @@ from agentpost.hub.idempotency import Created
 from agentpost.hub.notify import room_key
 from agentpost.hub.routing import fences
 from agentpost.hub.schemas import Event
-from agentpost.store import ag2, rooms
+from agentpost.store import ag2, events, inbox, rooms
 from agentpost.store.ag2 import DONE, Task
 from agentpost.store.engine import Tx
 from agentpost.store.models import Member
@@ -126,11 +126,32 @@ def task_of(tx: Tx, member: Member, task_id: str) -> Task:
     return t
 
 
+def finished_long_ago(tx: Tx, member: Member, task_id: str) -> bool:
+    """A task the hub no longer keeps (finished tasks are forgotten after the key lifetime,
+    store/retention.py) whose wake-up the member's inbox shows handed in and acknowledged:
+    it was done, so a result for it now is a duplicate, not an unknown task."""
+    found = events.by_id(tx, task_id)
+    if found is None:
+        return False
+    return inbox.acked_row(tx, member.id, found[0], found[1])
+
+
+def _known(tx: Tx, member: Member, task_id: str) -> Task | None:
+    """The task, or None when it is one finished long ago (`finished_long_ago`)."""
+    t = ag2.get(tx, member.id, task_id)
+    if t is None and finished_long_ago(tx, member, task_id):
+        return None
+    return task_of(tx, member, task_id)
+
+
 def result(tx: Tx, member: Member, task_id: str, body: str, now: int) -> Created:
     """`POST /v1/results` with a body: post the answer (see the module), complete the task.
-    A task answered before is a duplicate: nothing is posted, the first answer stays."""
+    A task answered before is a duplicate: nothing is posted, the first answer stays (also
+    past the key lifetime, when the hub has forgotten the finished task)."""
     ag2.lock_poller(tx, member.id)
-    t = task_of(tx, member, task_id)
+    t = _known(tx, member, task_id)
+    if t is None:
+        return Created(200, DUPLICATE, None, None)
     if t.state == DONE:
         return Created(200, DUPLICATE, t.room_id, None)
     ev = tasks.event_of(tx, t.event_id)
@@ -143,7 +164,9 @@ def rejected(tx: Tx, member: Member, task_id: str, code: str, now: int) -> Creat
     """`POST /v1/results` with `status: rejected`: a delegation gets an error receipt, a
     person's message a hub notice under it; the task is complete."""
     ag2.lock_poller(tx, member.id)
-    t = task_of(tx, member, task_id)
+    t = _known(tx, member, task_id)
+    if t is None:
+        return Created(200, DUPLICATE, None, None)
     if t.state == DONE:
         return Created(200, DUPLICATE, t.room_id, None)
     ev = tasks.event_of(tx, t.event_id)
