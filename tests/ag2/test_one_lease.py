@@ -98,8 +98,9 @@ def test_an_ag2_poller_holds_the_lease_and_connect_waits_then_takes_over(
     asked = [post(hub, s.tokens["alice"], s.room, f"@bot while both run {i}") for i in range(3)]
     poll(lambda: answered_once(hub, s, [first, *asked]), timeout=90, interval=0.2)
     assert "agent started" not in w.log()  # the standby never ran its agent
-    # The poller stops; a lease lapse later `connect` holds the lease and answers.
-    ag2.stop()
+    # The poller goes (kill -9: its SIGTERM waits out a 12 s poll first); a lease lapse
+    # later `connect` holds the lease and answers.
+    ag2.kill()
     poll(lambda: "lease held" in w.log(), timeout=60)
     last = post(hub, s.tokens["alice"], s.room, "@bot after the poller")
     poll(lambda: answered_once(hub, s, [first, *asked, last]), timeout=90, interval=0.2)
