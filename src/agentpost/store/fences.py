@@ -97,41 +97,6 @@ def origin_spent(db: Db, origin: str) -> int:
     return int(row[0]) if row else 0
 
 
-def latest_wakeup(db: Db, member_id: str) -> bytes | None:
-    """The body of the event that last woke `member_id` (its newest inbox row), if it is
-    still stored."""
-    row = db.one(
-        "SELECT e.body FROM inbox i JOIN events e ON e.room_id = i.room_id AND e.seq = i.seq"
-        " WHERE i.member_id = ? ORDER BY i.cursor DESC LIMIT 1",
-        (member_id,),
-    )
-    return bytes(row[0]) if row else None
-
-
-def woke(db: Db, member_id: str, room_id: str, seq: int) -> bool:
-    """Whether the event at (room_id, seq) woke `member_id` (it has an inbox row for it)."""
-    return (
-        db.one(
-            "SELECT 1 FROM inbox WHERE member_id = ? AND room_id = ? AND seq = ?",
-            (member_id, room_id, seq),
-        )
-        is not None
-    )
-
-
-def woke_agent_of(db: Db, workspace_id: str, room_id: str, seq: int) -> bool:
-    """Whether the event at (room_id, seq) woke an agent member of `workspace_id`."""
-    return (
-        db.one(
-            "SELECT 1 FROM inbox i JOIN members m ON m.id = i.member_id"
-            " WHERE i.room_id = ? AND i.seq = ? AND m.kind = 'agent' AND m.workspace_id = ?"
-            " LIMIT 1",
-            (room_id, seq, workspace_id),
-        )
-        is not None
-    )
-
-
 def forget_origins(db: Db, not_before: int, limit: int) -> int:
     """Delete up to `limit` origin totals begun before `not_before` (ms); the number."""
     return db.run(

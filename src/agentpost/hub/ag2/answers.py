@@ -139,9 +139,9 @@ def finished_long_ago(tx: Tx, member: Member, task_id: str) -> bool:
 def _known(tx: Tx, member: Member, task_id: str) -> Task | None:
     """The task, or None when it is one finished long ago (`finished_long_ago`)."""
     t = ag2.get(tx, member.id, task_id)
-    if t is None and finished_long_ago(tx, member, task_id):
-        return None
-    return task_of(tx, member, task_id)
+    if t is not None or finished_long_ago(tx, member, task_id):
+        return t
+    return task_of(tx, member, task_id)  # raises: never this member's task
 
 
 def result(tx: Tx, member: Member, task_id: str, body: str, now: int) -> Created:

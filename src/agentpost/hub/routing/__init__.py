@@ -137,7 +137,7 @@ def _decide(
     if sender.kind == "agent":
         found = cause.derive(tx, sender, msg.event_id, msg.in_reply_to, msg.trigger, room.id)
         decision = _from_agent(tx, room, sender, msg, mentioned)
-        return _fenced(tx, room, sender, msg, found, answers.tell_asker, decision)
+        return _fenced(tx, room, sender, msg, found, decision, tell_asker=True)
     decision = _from_human(tx, room, sender, mentioned, router_choice)
     if msg.delegate:
         decision.marks = {**decision.marks, **delegation_marks(sender, decision.targets)}
@@ -148,7 +148,7 @@ def _decide(
         if parent is not None:
             found = cause.Cause(cause.origin_of(parent), parent, cause.TRIGGER)
             decision.mentions = [m for m in decision.targets if m.kind == "agent"]
-            return _fenced(tx, room, sender, msg, found, None, decision)
+            return _fenced(tx, room, sender, msg, found, decision, tell_asker=False)
     return decision
 
 
@@ -158,13 +158,14 @@ def _fenced(
     sender: Member,
     msg: Message,
     found: cause.Cause,
-    tell: Any,
     decision: Decision,
+    tell_asker: bool,
 ) -> Decision:
-    """The fences an agent-caused event passes, in order, and its cause stamped."""
+    """The fences an agent-caused event passes, in order, and its cause stamped; an
+    agent's own message also tells a person it answers (answers.py)."""
     decision = fences.fence_depth(tx, room, sender, msg, decision, found.parent)
-    if tell is not None:
-        decision = tell(tx, room, sender, msg, decision)
+    if tell_asker:
+        decision = answers.tell_asker(tx, room, sender, msg, decision)
     decision = fences.fence_origin(tx, sender, msg, decision, found.origin)
     decision = fences.fence_budget(tx, room, sender, msg, decision)
     decision.cause = found.served()

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 import msgspec
 
 from agentpost.hub.schemas import Event, EventCause
-from agentpost.store import events
-from agentpost.store import fences as store
+from agentpost.store import events, inbox
 from agentpost.store.engine import Tx
 from agentpost.store.models import Member
 
@@ -74,7 +73,7 @@ def derive(
         if parent is not None:
             return Cause(origin_of(parent), parent, TRIGGER)
     if sender.kind == "agent":
-        latest = store.latest_wakeup(tx, sender.id)
+        latest = inbox.latest_wakeup(tx, sender.id)
         if latest is not None:
             parent = msgspec.json.decode(latest, type=Event)
             return Cause(origin_of(parent), parent, WAKE_UP)
@@ -86,14 +85,14 @@ def claimed(tx: Tx, member: Member, trigger: str) -> Event | None:
     person's token), if it woke an agent of the person's workspace; else None. Taking it
     only fences the post more: it spends that chain's total instead of starting anew."""
     found = events.by_id(tx, trigger)
-    if found is None or not store.woke_agent_of(tx, member.workspace_id, found[0], found[1]):
+    if found is None or not inbox.woke_agent_of(tx, member.workspace_id, found[0], found[1]):
         return None
     return msgspec.json.decode(found[2], type=Event)
 
 
 def _woke(tx: Tx, member: Member, event_id: str) -> Event | None:
     found = events.by_id(tx, event_id)
-    if found is None or not store.woke(tx, member.id, found[0], found[1]):
+    if found is None or not inbox.woke(tx, member.id, found[0], found[1]):
         return None
     return msgspec.json.decode(found[2], type=Event)
 
