@@ -69,12 +69,19 @@ def test_a_message_shows_who_read_and_acked_it_as_events_arrive(
     page.get_by_role("button", name="Show delivery details").click()
     expect(message.get_by_text("Not read yet by bot")).to_be_visible()
 
+    # The open asked once; on a busy machine a second ask may follow within the settle time
+    # (the stream's first frames). Wait until the page has been quiet for longer than that.
+    asked_at_open = quiet(page, asked_for_delivery, longer_than=2.5)
+    assert 1 <= asked_at_open <= 2, asked_for_delivery
+
     # bot reads and acks: no new event, so the line waits (no poll of its own)...
     with hub.client(s.tokens["bot"]) as c:
         cursor = c.get("/v1/inbox").json()["cursor"]
         assert c.post("/v1/inbox/ack", json={"cursor": cursor}).status_code == 200
-    time.sleep(2.5)  # longer than the settle time: shows that nothing is asked meanwhile
-    assert len(asked_for_delivery) == 1
+    # Longer than the settle time: shows that nothing is asked meanwhile. The page's events
+    # reach this test only while Playwright runs, so wait through it, not with time.sleep.
+    page.wait_for_timeout(2500)
+    assert len(asked_for_delivery) == asked_at_open, asked_for_delivery
     expect(message.get_by_text("Not read yet by bot")).to_be_visible()
 
     # ...until the room moves: bot's answer arrives by the stream and the line is asked again.
@@ -86,5 +93,18 @@ def test_a_message_shows_who_read_and_acked_it_as_events_arrive(
     answer = page.locator("[data-event-id]").last
     line = answer.get_by_text(re.compile(r"^(Read|Not read yet|Acked) by alice$"))
     expect(line).to_be_visible(timeout=20_000)
-    # One request per message that woke someone, per refresh: 1 at open, 2 for the answer.
-    assert len(asked_for_delivery) <= 3, asked_for_delivery
+    # One request per message that woke someone, per refresh: 2 for the answer.
+    assert len(asked_for_delivery) <= asked_at_open + 2, asked_for_delivery
+
+
+def quiet(page: Page, requests: list[str], longer_than: float, deadline: float = 30.0) -> int:
+    """How many requests were seen once none came for `longer_than` seconds."""
+    end = time.monotonic() + deadline
+    seen, since = len(requests), time.monotonic()
+    while time.monotonic() < end:
+        if len(requests) != seen:
+            seen, since = len(requests), time.monotonic()
+        elif time.monotonic() - since > longer_than:
+            return seen
+        page.wait_for_timeout(100)  # lets Playwright hand over the page's requests
+    raise AssertionError(f"the page kept asking for {deadline} s: {requests}")
