@@ -11,8 +11,9 @@ the first word that is no @mention decides):
                 `_meta["ag2/reply_kind"] = "needs_input"`;
 - `later NAME …` answers now, then delivers a file NAME and a text into the room after
                 its Turn, with `_ag2/deliver` (docs/deliver.md), sending the same request
-                three times as an agent whose answers got lost would; results are printed
-                on stderr as `delivery result: {...}`;
+                three times as an agent whose answers got lost would, each echoing the
+                `turn` of the Turn that asked for it; results are printed on stderr as
+                `delivery result: {...}`;
 - anything else is echoed back: `echo: <text>`.
 """
 
@@ -68,8 +69,11 @@ class EchoAgent:
         path = Path(binding["export_dir"]) / name
         path.write_text(f"delivered later for: {text}\n")
         request = {
-            "sessionId": session_id,  # a binding is usable only from its own session
+            "sessionId": session_id,
             "binding": binding["binding"],
+            # Whose work this is: the `turn` of the Turn that asked for it, never that of
+            # whichever Turn runs when it finishes (docs/deliver.md "Whose work it is").
+            "turn": binding.get("turn"),
             "id": f"later-{name}",
             "parts": [{"type": "file", "path": str(path)}, {"type": "text", "text": f"{name} is ready"}],
         }
@@ -107,8 +111,9 @@ class EchoAgent:
             await self.say(session_id, update_agent_message(link))
             return PromptResponse(stop_reason="end_turn")
         if words[:1] == ["later"] and len(words) > 1 and re.fullmatch(r"[\w.-]+", words[1]):
-            binding = self.delivery.get(session_id)
-            if binding is None:
+            # This Turn's binding and `turn` (the prompt's `_meta`), else the Session's binding.
+            binding = kwargs.get("ag2/delivery") or self.delivery.get(session_id)
+            if not isinstance(binding, dict):
                 await self.say(session_id, update_agent_message(text_block("no binding: cannot deliver")))
                 return PromptResponse(stop_reason="end_turn")
             task = asyncio.create_task(self.deliver_later(session_id, binding, words[1], text))

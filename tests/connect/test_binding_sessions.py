@@ -49,8 +49,9 @@ def test_a_collaborators_turn_cannot_deliver_under_the_owners_binding(
     assert (r["status"], r["reason"]) == ("final", "rejected")
     assert r["data"]["why"] == "the binding was not issued in this session"
     assert all(e["text"] != stolen["parts"][0]["text"] for e in c.events())  # never posted
-    # Carol's own binding, from her own session, works.
-    own = {**stolen, "binding": "$BINDING", "id": "own-1", "parts": [{"type": "text", "text": "ok"}]}
+    # Carol's own binding, from her own session, echoing her Turn's `turn`, works.
+    own = {**stolen, "binding": "$BINDING", "turn": "$TURN", "id": "own-1",
+           "parts": [{"type": "text", "text": "ok"}]}
     assert _deliver(c, "carol", own)["status"] == "delivered"
 
 

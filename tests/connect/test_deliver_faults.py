@@ -122,9 +122,10 @@ def reply(f: Faulty, event: dict[str, Any]) -> str:
 
 
 def deliver(f: Faulty, request: dict[str, Any], who: str = "alice") -> dict[str, Any]:
-    """The agent delivers from the session its binding came with (docs/deliver.md), as
-    work of an earlier Turn finishing now would, whichever Turn it is asked in."""
-    request = {"sessionId": "@SESSION_OF_BINDING", **request}
+    """The agent delivers from the session its binding came with, echoing the `turn` of the
+    binding's latest Turn (docs/deliver.md "Whose work it is"), as work of an earlier Turn
+    finishing now would, whichever Turn it is asked in."""
+    request = {"sessionId": "@SESSION_OF_BINDING", "turn": "@TURN_OF_BINDING", **request}
     text = reply(f, say(f, who, "@bot deliver " + json.dumps(request)))
     assert text.startswith("{"), text
     return json.loads(text)  # type: ignore[no-any-return]
@@ -542,7 +543,9 @@ def test_a_post_the_hub_refuses_403_revokes_the_binding(f: Faulty) -> None:
         "id": "f403",
         "parts": [{"type": "file", "path": f"{b['export_dir']}/late.txt"}],
     }
-    asked = say(f, "alice", "@bot deliver " + json.dumps({"sessionId": "@SESSION_OF_BINDING", **request}))
+    asked = say(f, "alice", "@bot deliver " + json.dumps(
+        {"sessionId": "@SESSION_OF_BINDING", "turn": "@TURN_OF_BINDING", **request}
+    ))
     wait_for(lambda: held.hits)
     remove_participant(f, side, "bot")
     go.set()
@@ -725,7 +728,9 @@ def test_connect_status_shows_the_worker_bindings_and_deliveries_in_progress_and
         "id": "fshown3",
         "parts": [{"type": "text", "text": "held"}, {"type": "file", "path": "$EXPORT/shown.txt"}],
     }
-    asked = say(f, "alice", "@bot deliver " + json.dumps({"sessionId": "@SESSION_OF_BINDING", **request}))
+    asked = say(f, "alice", "@bot deliver " + json.dumps(
+        {"sessionId": "@SESSION_OF_BINDING", "turn": "@TURN_OF_BINDING", **request}
+    ))
     try:
         wait_for(lambda: held.hits)
         s = wait_for(

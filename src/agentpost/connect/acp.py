@@ -671,12 +671,13 @@ class AgentConnection:
         session_id: str,
         text: str,
         links: list[PromptLink],
-        meta: dict[str, str] | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> PromptEnd:
         """One prompt; its `session/update`s reach `on_update` in order before this returns.
         `meta` goes as the request's `_meta` (the waking event's id, which an agent may use
-        to name the work, connect/a2a_agent.py). `AgentFailed` when the connection ends
-        first; an error answer is `RequestFailed`."""
+        to name the work, connect/a2a_agent.py; the Turn's `ag2/delivery` with its `turn`,
+        docs/deliver.md). `AgentFailed` when the connection ends first; an error answer is
+        `RequestFailed`."""
         from acp import RequestError
         from acp.schema import ResourceContentBlock, TextContentBlock
 

@@ -4,9 +4,11 @@ decided here, from the named constants below, rule by rule in the design's order
 (1) ledger first: a known id answers from the ledger, or continues under its stored worker
 id and key; the same id under another binding is `conflict`. (2) another worker's binding
 with no entry is `not_mine`. (3) this Worker's expired, revoked or unknown binding — or a
-sender the hub says left the room or was removed (the binding is then revoked, durably),
-or a collaborator no longer admitted (not listed, nor an agent the hub says has this
-agent's owner) — is `rejected`. (4) the first-seen entry is written (and
+request not tied to a Turn that may use the binding (a `turn` issued with another binding;
+without `turn`, another session's, or any once a second sender had a Turn), a sender the hub
+says left the room or was removed (the binding is then revoked, durably), or a
+collaborator no longer admitted (not listed, nor an agent the hub says has this agent's
+owner) — is `rejected`. (4) the first-seen entry is written (and
 fsync'd) before the first hub call; a failed write is `retry`. (5) parts are posted, files
 first then text, each its own keyed event. (6) a final after some parts posted posts one
 keyed notice line. (7) past 23 h an unfinished delivery is `expired`. An accepted delivery
@@ -30,7 +32,7 @@ from agentpost.connect import keys
 from agentpost.connect.crash import crash_point
 from agentpost.connect.egress import EgressRefused, EgressRoots
 from agentpost.connect.lease import LEASE_LOST
-from agentpost.connect.ledger import Entry, Ledger, LedgerUnavailable
+from agentpost.connect.ledger import Binding, Entry, Ledger, LedgerUnavailable
 
 log = logging.getLogger("agentpost.connect.deliver")
 
@@ -46,6 +48,7 @@ NOT_MINE = "not_mine"
 STOP_SECONDS = 23 * 3600
 MAX_PARTS = 32
 MAX_ID = 200
+MAX_TURN = 200
 MAX_TEXT = 65536  # the hub's limit on a message's text (characters)
 
 Admitted = Callable[[str, str], Awaitable[bool]]
@@ -78,6 +81,18 @@ def delivered(indices: list[int], event_ids: list[str], expires_at: str) -> dict
     }
 
 
+def echo_rule(senders: set[str]) -> str:
+    """What the Worker says at start about requests without `turn` (docs/deliver.md "Whose
+    work it is")."""
+    if len(senders) > 1:
+        return (
+            f"a request must echo its Turn's turn ({len(senders)} senders have had Turns "
+            "with this agent)"
+        )
+    who = f" (so far: {next(iter(senders))})" if senders else ""
+    return f"a request without turn is honoured while one sender has had Turns{who}"
+
+
 def _shape(parts: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """What a delivery posts, part by part: a resend that adds fields of its own (an
     attempt counter, `_meta`) is still the same delivery."""
@@ -99,9 +114,11 @@ def order(parts: list[dict[str, Any]]) -> list[int]:
 
 def check(params: dict[str, Any]) -> tuple[str, str, list[dict[str, Any]]]:
     binding, did, parts = params.get("binding"), params.get("id"), params.get("parts")
-    session = params.get("sessionId")
+    session, turn = params.get("sessionId"), params.get("turn")
     if session is not None and not isinstance(session, str):
         raise BadRequest("sessionId must be a string")
+    if turn is not None and not (isinstance(turn, str) and 0 < len(turn) <= MAX_TURN):
+        raise BadRequest(f"turn must be a string of 1 to {MAX_TURN} characters")
     if not isinstance(binding, str) or not binding:
         raise BadRequest("binding must be a non-empty string")
     if not isinstance(did, str) or not 0 < len(did) <= MAX_ID:
@@ -150,13 +167,25 @@ class Deliveries:
         self.enabled = enabled
         self.reason = reason
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # id → its lock, its users
+        # Senders of this run's Turns: counted even when the ledger could not record them.
+        self.seen: set[str] = set()
 
     async def handle(self, params: dict[str, Any]) -> dict[str, Any]:
         """Answer one request. The caller runs this in a task that the agent going away
         never cancels (`connect/acp.py`): a delivery accepted runs to completion."""
         binding, did, parts = check(params)
-        session = params.get("sessionId")
-        return await self._handle(binding, did, parts, session if isinstance(session, str) else None)
+        session, turn = params.get("sessionId"), params.get("turn")
+        return await self._handle(
+            binding,
+            did,
+            parts,
+            session if isinstance(session, str) else None,
+            turn if isinstance(turn, str) else None,
+        )
+
+    def senders(self) -> set[str]:
+        """Everyone this agent has had a Turn for: the ledger's, and this run's."""
+        return (self.ledger.senders() if self.ledger is not None else set()) | self.seen
 
     @contextlib.asynccontextmanager
     async def _one_at_a_time(self, did: str) -> AsyncIterator[None]:
@@ -175,21 +204,31 @@ class Deliveries:
                 self._locks[did] = (lock, users - 1)
 
     async def _handle(
-        self, binding: str, did: str, parts: list[dict[str, Any]], session: str | None
+        self,
+        binding: str,
+        did: str,
+        parts: list[dict[str, Any]],
+        session: str | None,
+        turn: str | None,
     ) -> dict[str, Any]:
         async with self._one_at_a_time(did):
             cause = self.trigger_of(session) if session is not None else None
             if cause is not None:
                 self._causes[did] = cause
             try:
-                result = await self._decide(binding, did, parts, session)
+                result = await self._decide(binding, did, parts, session, turn)
             finally:
                 self._causes.pop(did, None)
         log.info("delivery %s under %s: %s %s", did, binding, result["status"], result.get("reason", ""))
         return result
 
     async def _decide(
-        self, binding: str, did: str, parts: list[dict[str, Any]], session: str | None
+        self,
+        binding: str,
+        did: str,
+        parts: list[dict[str, Any]],
+        session: str | None,
+        turn: str | None,
     ) -> dict[str, Any]:
         if self.ledger is None:
             return retry(f"delivery is not enabled: {self.reason}", None)
@@ -217,21 +256,15 @@ class Deliveries:
         except LedgerUnavailable:
             return retry("the delivery ledger cannot be read", None)
         if b is not None and not b.revoked and b.expires_at >= now:
-            # Rule 3, the session: a binding is a destination of the ACP session it was
-            # issued in; from another (a collaborator's Turn steering the agent into the
-            # owner's binding), or from no named session, it is `rejected`.
-            issued = self.binding_of(session) if session is not None else None
-            if issued != binding:
-                if session is None:
-                    why = "the request names no sessionId"
-                elif issued is None:  # an agent restart ends its sessions (nothing was sent)
-                    why = (
-                        "the session is not live (the agent restarted?); deliver from the "
-                        "session of its next Turn"
-                    )
-                else:
-                    why = "the binding was not issued in this session"
-                return final(REJECTED, {"binding": binding, "why": why}, expires)
+            # Rule 3, whose work it is: a binding is honoured only for a request tied to a
+            # Turn that may use it (a collaborator's Turn steering the agent into the
+            # owner's binding is `rejected`).
+            try:
+                untied = self._not_its_turn(b, did, session, turn, now)
+            except LedgerUnavailable:
+                return retry("the delivery ledger cannot be read", None)
+            if untied is not None:
+                return final(REJECTED, {"binding": binding, "why": untied}, expires)
         if b is None or b.revoked or b.expires_at < now:  # rule 3
             why = "unknown" if b is None else ("revoked" if b.revoked else "expired")
             if b is not None and b.revoked and b.revoked_reason:
@@ -269,6 +302,48 @@ class Deliveries:
         _crash("after_first_seen")
         entry.posted = {}
         return await self._post(entry, Path(b.export_dir))
+
+    def _not_its_turn(
+        self, b: Binding, did: str, session: str | None, turn: str | None, now: float
+    ) -> str | None:
+        """Why this request cannot be tied to a Turn that may use binding `b`, or None
+        (docs/deliver.md "Whose work it is").
+
+        With `turn`: the Turn it names must have been issued with this binding, and not be
+        past the binding's life at that Turn. Its session does not matter (work may outlive
+        the agent process, and the Worker); its Turn's event becomes the delivery's cause.
+        Without: the seed's rule, from the ACP session the binding was issued in, and only
+        while no one but the binding's sender has ever had a Turn with this agent. An agent
+        that looks a session up by binding would otherwise deliver a collaborator's words
+        under the owner's binding, and the Worker could not tell; "ever", because what a
+        collaborator asked can wait in the agent's memory for a later moment."""
+        assert self.ledger is not None
+        if turn is not None:
+            issued = self.ledger.turn(turn)
+            if issued is None:
+                return "unknown turn"
+            if issued.binding != b.binding:
+                return "the turn was issued for another binding"
+            if issued.expires_at < now:
+                return "the turn expired"
+            self._causes[did] = issued.trigger
+            return None
+        live = self.binding_of(session) if session is not None else None
+        if live != b.binding:
+            if session is None:
+                return "the request names no sessionId"
+            if live is None:  # an agent restart ends its sessions (nothing was sent)
+                return (
+                    "the session is not live (the agent restarted?); deliver from the "
+                    "session of its next Turn, or echo the turn of the Turn this work is for"
+                )
+            return "the binding was not issued in this session"
+        if self.senders() - {b.who}:
+            return (
+                "the request echoes no turn, and more than one sender has had Turns with "
+                "this agent: echo the turn of the Turn this work is for"
+            )
+        return None
 
     async def _post(self, e: Entry, export_dir: Path | None = None) -> dict[str, Any]:
         assert self.ledger is not None

@@ -7,7 +7,9 @@ call. Writes go through one writer thread that commits many at once (`LedgerWrit
 an awaited write returns after its commit; the part records are queued without waiting
 and commit with the next awaited write (the result's, at the latest). Reads run on
 the caller's own connection, fail-closed: any error reading it is `LedgerUnavailable`
-(answer `retry`), never "no entry". Bindings live here too, under the same durability rules.
+(answer `retry`), never "no entry". Bindings live here too, under the same durability rules,
+with each Turn's `turn` (the nonce a request echoes to say which Turn's work it is) and every
+sender that had a Turn (docs/deliver.md "Whose work it is").
 Retention: entries are kept 30 days whatever their binding; at most 10,000, never dropping
 one in progress or one finished less than 24 h ago.
 """
@@ -46,6 +48,11 @@ CREATE TABLE IF NOT EXISTS bindings (
   export_dir TEXT NOT NULL, expires_at REAL NOT NULL, revoked INTEGER NOT NULL DEFAULT 0,
   revoked_reason TEXT
 );
+CREATE TABLE IF NOT EXISTS turns (
+  turn TEXT PRIMARY KEY, binding TEXT NOT NULL, trigger TEXT NOT NULL, expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS turns_by_expiry ON turns (expires_at);
+CREATE TABLE IF NOT EXISTS senders (who TEXT PRIMARY KEY, first_turn REAL NOT NULL);
 """
 
 
@@ -79,6 +86,17 @@ class Binding:
     expires_at: float
     revoked: bool = False
     revoked_reason: str | None = None
+
+
+@dataclass
+class IssuedTurn:
+    """A Turn's `turn`: the binding it was issued with, the event that Turn served (a
+    delivery's cause), and when it stops being honoured (its binding's expiry at that Turn)."""
+
+    turn: str
+    binding: str
+    trigger: str
+    expires_at: float
 
 
 def outcome(state: str, result: str | None) -> str | None:
@@ -272,9 +290,11 @@ class Ledger:
 
     def prune(self, now: float) -> int:
         """Drop entries past 30 days, then the oldest finished ones over the cap (never one in
-        progress, never one finished less than 24 h ago)."""
+        progress, never one finished less than 24 h ago); and every Turn's `turn` past its
+        binding's life at that Turn (it is refused from then on anyway)."""
 
         def job(db: sqlite3.Connection) -> int:
+            db.execute("DELETE FROM turns WHERE expires_at < ?", (now,))
             gone = len(
                 db.execute(
                     "DELETE FROM deliveries WHERE state = ? AND first_seen < ? RETURNING id",
@@ -313,16 +333,51 @@ class Ledger:
         )
         return self.binding(rows[0][0]) if rows else None
 
-    def save_binding(self, b: Binding) -> None:
+    def save_binding(self, b: Binding, turn: IssuedTurn | None = None) -> None:
+        """Save a binding renewed for a Turn, with that Turn's `turn` and its sender, in one
+        commit (fsync'd when this returns, before the prompt goes out)."""
         row = (b.binding, b.room, b.who, int(b.owner_tier), b.export_dir, b.expires_at, int(b.revoked))
-        self._write_sync(
-            lambda db: db.execute(
+
+        def job(db: sqlite3.Connection) -> None:
+            db.execute(
                 "INSERT INTO bindings (binding, room, who, owner_tier, export_dir, expires_at,"
                 " revoked) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (binding) DO UPDATE SET"
                 " expires_at = excluded.expires_at, revoked = excluded.revoked",
                 row,
             )
+            db.execute(
+                "INSERT OR IGNORE INTO senders (who, first_turn) VALUES (?, ?)", (b.who, time.time())
+            )
+            if turn is not None:
+                db.execute(
+                    "INSERT INTO turns (turn, binding, trigger, expires_at) VALUES (?, ?, ?, ?)",
+                    (turn.turn, turn.binding, turn.trigger, turn.expires_at),
+                )
+
+        self._write_sync(job)
+
+    def note_sender(self, who: str) -> None:
+        """A sender had a Turn that got no binding (delivery paused): it still counts."""
+        self._write_sync(
+            lambda db: db.execute(
+                "INSERT OR IGNORE INTO senders (who, first_turn) VALUES (?, ?)", (who, time.time())
+            )
         )
+
+    def senders(self) -> set[str]:
+        """Everyone this Worker ever ran a Turn for (the bindings of a ledger written before
+        senders were kept name them too)."""
+        rows = self._run("SELECT who FROM senders UNION SELECT who FROM bindings")
+        return {r[0] for r in rows}
+
+    def turn(self, turn: str) -> IssuedTurn | None:
+        rows = self._run(
+            "SELECT turn, binding, trigger, expires_at FROM turns WHERE turn = ?", (turn,)
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        return IssuedTurn(r[0], r[1], r[2], float(r[3]))
 
     def revoke(self, binding: str, reason: str) -> None:
         """The hub said this binding's sender can no longer be answered there: every later

@@ -28,6 +28,7 @@ from agentpost.connect.acp import (
     SessionFailed,
 )
 from agentpost.connect.agent import AgentSupervisor
+from agentpost.connect.bindings import DELIVERY_META
 from agentpost.connect.crash import crash_point, fail_point
 from agentpost.connect.egress import EgressRoots
 from agentpost.connect.sessions import Admission, SessionKey
@@ -46,7 +47,17 @@ TTL_MARGIN_MAX = 3600.0
 REPLY_PAGE = 500
 REPLY_SCAN = 20_000
 
-SessionMeta = Callable[[SessionKey], dict[str, Any]]
+# A Turn's `_meta["ag2/delivery"]` (its Session key, its trigger's id): the binding, and the
+# Turn's `turn` (docs/deliver.md "Whose work it is"); {} when the agent gets none.
+SessionMeta = Callable[[SessionKey, str], dict[str, Any]]
+
+
+def without_turn(meta: dict[str, Any]) -> dict[str, Any]:
+    """A Turn's `_meta` as `session/new` gets it: the binding, never one Turn's `turn`."""
+    delivery = meta.get(DELIVERY_META)
+    if not isinstance(delivery, dict):
+        return meta
+    return {**meta, DELIVERY_META: {k: v for k, v in delivery.items() if k != "turn"}}
 
 
 @dataclass
@@ -280,10 +291,10 @@ class TurnRunner:
         fail_point("turn_start")
         try:
             conn = await self.agent.wait_ready(self.settings.agent_start_wait)
-            meta = self.session_meta(running.key)
+            delivery = self.session_meta(running.key, ev.id)
             folder = running.key.folder()
             session_id = await self.agent.session_for(
-                conn, running.key, meta, [self.workspace.session_files_dir(folder)]
+                conn, running.key, without_turn(delivery), [self.workspace.session_files_dir(folder)]
             )
             # The policy holds only while the agent asks: its asking mode, before each Turn.
             await self.agent.permissions.hold_mode(conn, session_id)
@@ -302,7 +313,8 @@ class TurnRunner:
             text = await self._prompt_text(ev)
             # Names the work (a remote A2A task's messageId, and its cause) and whom it is
             # for (an A2A bridge never forwards its own agent's mention: docs/a2a.md).
-            named = {EVENT_META: ev.id, AGENT_META: self.settings.me}
+            # And its binding with the Turn's `turn`, which a delivery of this work echoes.
+            named: dict[str, Any] = {EVENT_META: ev.id, AGENT_META: self.settings.me, **delivery}
             prompt = asyncio.ensure_future(conn.prompt(session_id, text, links, named))
             cancel_wait = asyncio.ensure_future(running.cancel_event.wait())
             try:

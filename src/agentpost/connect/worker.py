@@ -28,7 +28,7 @@ from agentpost.connect import bindings, declaring, inbox, keys, replies
 from agentpost.connect.acp import InvalidParams, MethodNotFound
 from agentpost.connect.agent import AgentSupervisor
 from agentpost.connect.crash import CRASH_ENV, crash_point
-from agentpost.connect.deliver import BadRequest, Deliveries
+from agentpost.connect.deliver import BadRequest, Deliveries, echo_rule
 from agentpost.connect.egress import EgressRoots
 from agentpost.connect.lease import LEASE_LOST, NoLeases, WorkerLease
 from agentpost.connect.ledger import Ledger, LedgerUnavailable
@@ -343,6 +343,10 @@ class Worker:
         )
         if enabled:
             log.info("delivery (_ag2/deliver): enabled (%s)", declaring.ENABLED_BECAUSE)
+            try:
+                log.info("delivery (_ag2/deliver): %s", echo_rule(self.deliveries.senders()))
+            except LedgerUnavailable as exc:
+                log.error("delivery (_ag2/deliver): senders cannot be read: %s", exc)
         else:
             log.warning("delivery (_ag2/deliver): not enabled: %s", reason)
 
@@ -419,16 +423,37 @@ class Worker:
             and conn.agent_meta.get("ag2/deliver") is True
         )
 
-    def _session_meta(self, key: SessionKey) -> dict[str, Any]:
-        """The Session's `_meta["ag2/delivery"]`: its binding, renewed for this Turn."""
-        if not self._agent_delivers() or self.ledger is None:
+    def _session_meta(self, key: SessionKey, trigger: str) -> dict[str, Any]:
+        """The Turn's `_meta["ag2/delivery"]`: its Session's binding, renewed for this Turn,
+        and the Turn's `turn`. Its sender is counted first, whatever happens after
+        (docs/deliver.md "Whose work it is")."""
+        delivers = self._agent_delivers()
+        d = self.deliveries
+        if d is not None and key.who not in d.seen:
+            try:
+                known = d.senders()
+            except LedgerUnavailable:
+                known = set(d.seen)
+            d.seen.add(key.who)
+            if known and key.who not in known:
+                log.warning(
+                    "delivery (_ag2/deliver): %s had a Turn, so more than one sender has: from now "
+                    "on a request must echo its Turn's turn",
+                    key.who,
+                )
+            if not delivers and self.ledger is not None:  # no binding records it below
+                try:
+                    self.ledger.note_sender(key.who)
+                except LedgerUnavailable as exc:
+                    log.error("sender %s not recorded in the ledger: %s", key.who, exc)
+        if not delivers or self.ledger is None:
             return {}
         try:
-            b = bindings.renew(self.ledger, self.workspace.root, self.worker_id, key)
+            b, turn = bindings.renew(self.ledger, self.workspace.root, self.worker_id, key, trigger)
         except (LedgerUnavailable, OSError) as exc:
             log.error("binding for %s not renewed: %s", key.label(), exc)
             return {}
-        return bindings.session_meta(b)
+        return bindings.turn_meta(b, turn)
 
     async def _still_admitted(self, room: str, who: str) -> bool:
         """A collaborator binding's sender, re-checked at every delivery (docs/deliver.md

@@ -55,6 +55,9 @@ class RelayAgent:
             "id": f"relay-{os.getpid()}-{self.sent}",
             "parts": [{"type": "text", "text": f"@{os.environ['RELAY_TO']} please relay on"}],
         }
+        meta = kwargs.get("ag2/delivery")
+        if isinstance(meta, dict) and meta.get("turn"):  # this Turn's work (docs/deliver.md)
+            request["turn"] = meta["turn"]
         for _ in range(20):  # a `retry` is sent again, as the deliver contract says
             result = await self.conn.ext_method("ag2/deliver", request)
             if result.get("status") != "retry":

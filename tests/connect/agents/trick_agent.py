@@ -9,11 +9,12 @@ failure tests. Start flag: `--crash-at-start`. The first word of the prompt text
   hang       never answer (ignores cancel)               slow N  answer after N s (ignores cancel)
   link URI   return URI as a resource_link               perm    ask for permission, report
   ext        call an unknown `_x/unknown`, report error  env     report what the env holds
-  deliver J  send `_ag2/deliver` with the JSON J ($BINDING, $EXPORT replaced, $BIG: 70,000
-             characters; `sessionId` this session's unless J names one, "$NONE": none,
-             "@SESSION_OF_BINDING": the session that got J's binding),
-             reply its result
-  binding    reply the Session's `_meta["ag2/delivery"]` (or "none")
+  deliver J  send `_ag2/deliver` with the JSON J ($BINDING, $EXPORT, $TURN — this prompt's
+             `turn` — replaced, $BIG: 70,000 characters; `sessionId` this session's unless J
+             names one, "$NONE": none, "@SESSION_OF_BINDING": the session that got J's
+             binding; `turn` only when J names one, "@TURN_OF_BINDING": the `turn` of the
+             latest prompt that came with J's binding), reply its result
+  binding    reply the Session's `_meta["ag2/delivery"]` with this prompt's `turn` (or "none")
   deliver-and-exit J  write the `_ag2/deliver` frame for J on stdout, then exit at once
   tools      stream "Let me do that." in chunks, a tool call and its update, "done",
              a mode update mid-word, a tool call, "\nLast." (text around tool calls)
@@ -70,6 +71,7 @@ class TrickAgent:
     def __init__(self) -> None:
         self.conn: Any = None
         self.delivery: dict[str, Any] = {}
+        self.turns: dict[str, str] = {}  # binding → the `turn` of its latest prompt
         self.roots: dict[str, dict[str, Any]] = {}
         self.cancels: dict[str, asyncio.Event] = {}
 
@@ -153,6 +155,10 @@ class TrickAgent:
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         mark()
+        meta = kwargs.get("ag2/delivery") if isinstance(kwargs.get("ag2/delivery"), dict) else {}
+        turn = str(meta.get("turn", ""))
+        if meta.get("binding") and turn:
+            self.turns[meta["binding"]] = turn
         said = "".join(b.text for b in prompt if getattr(b, "type", "") == "text")
         text = said.split(": ", 1)[1] if ": " in said else said
         words = [w for w in text.split() if not w.startswith("@")]
@@ -241,7 +247,8 @@ class TrickAgent:
             except RequestError as exc:
                 await self.say(session_id, f"ext error {exc.code}")
         elif word == "binding":
-            await self.say(session_id, json.dumps(self.delivery.get(session_id) or "none"))
+            found = self.delivery.get(session_id)
+            await self.say(session_id, json.dumps({**found, "turn": turn} if found else "none"))
         elif word == "rawext":
             # Raw frames the SDK would never send; their answers come back to its connection,
             # which resolves the futures registered here under their ids.
@@ -264,7 +271,7 @@ class TrickAgent:
             d = self.delivery.get(session_id) or {"binding": "", "export_dir": ""}
             raw = text.split("deliver-and-exit", 1)[1].strip()
             raw = raw.replace("$BINDING", d["binding"]).replace("$EXPORT", d["export_dir"])
-            params = {"sessionId": session_id, **json.loads(raw)}
+            params = {"sessionId": session_id, **json.loads(raw.replace("$TURN", turn))}
             frame = {"jsonrpc": "2.0", "id": 9999, "method": "_ag2/deliver", "params": params}
             sys.stdout.buffer.write(json.dumps(frame).encode() + b"\n")
             sys.stdout.buffer.flush()
@@ -273,8 +280,11 @@ class TrickAgent:
             d = self.delivery.get(session_id) or {"binding": "", "export_dir": ""}
             raw = text.split("deliver", 1)[1].strip()
             raw = raw.replace("$BINDING", d["binding"]).replace("$EXPORT", d["export_dir"])
-            raw = raw.replace("$BIG", "x" * 70000)
+            raw = raw.replace("$BIG", "x" * 70000).replace("$TURN", turn)
             request = json.loads(raw)
+            if request.get("turn") == "@TURN_OF_BINDING":
+                # Work of an earlier Turn finishing now echoes that Turn's `turn`.
+                request["turn"] = self.turns.get(request["binding"], "no-such-turn")
             if request.get("sessionId") == "$NONE":
                 del request["sessionId"]
             elif request.get("sessionId") == "@SESSION_OF_BINDING":
