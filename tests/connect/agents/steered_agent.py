@@ -11,7 +11,8 @@ The first word of the prompt text (after "<sender> in room <room>: ", mentions s
                        Turn's `turn`, when a later prompt says `finish` (work that ends after
                        its Turn, whoever's Turn runs then); reply {binding: result}
   finish               deliver every piece of `later` work now
-  turn                 reply this prompt's `_meta["ag2/delivery"]` as JSON
+  turn                 reply this prompt's `_meta["ag2/delivery"]` as JSON (the Session's
+                       binding when the prompt has none)
 anything else: "steered: <text>".
 """
 
@@ -35,6 +36,7 @@ class SteeredAgent:
     def __init__(self) -> None:
         self.conn: Any = None
         self.sessions: dict[str, str] = {}  # binding → the session it came with
+        self.bindings: dict[str, str] = {}  # session → its binding
         self.sent = 0
         self.later: list[tuple[str, str | None, str]] = []  # (binding, turn, text)
 
@@ -50,6 +52,7 @@ class SteeredAgent:
         delivery = kwargs.get("ag2/delivery")
         if isinstance(delivery, dict):
             self.sessions[delivery["binding"]] = session_id
+            self.bindings[session_id] = delivery["binding"]
         return NewSessionResponse(session_id=session_id)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -77,6 +80,7 @@ class SteeredAgent:
         words = [w for w in text.split() if not w.startswith("@")]
         word, rest = (words[0], " ".join(words[1:])) if words else ("", "")
         delivery = kwargs.get("ag2/delivery") if isinstance(kwargs.get("ag2/delivery"), dict) else {}
+        delivery = {"binding": self.bindings.get(session_id, ""), **delivery}
         turn = delivery.get("turn")
         if word in ("everywhere", "everywhere-bare"):
             echoed = turn if word == "everywhere" else None
