@@ -71,3 +71,38 @@ def run_doc_block(doc: Path, hub: HubProcess) -> subprocess.CompletedProcess[str
     )
     assert p.returncode == 0, p.stdout + p.stderr
     return p
+
+
+def agentpost_batch(
+    jobs: list[dict[str, Any]], processes: int = 2, timeout: float = 120
+) -> list[dict[str, Any]]:
+    """Run many `agentpost` command lines, each a real process forked by tests/clibatch.py
+    (one Python start per batch, not per command), split over `processes` batches run at
+    once. A job: `args`, `env` (the whole environment of ours: nothing of AGENTPOST_* is
+    inherited), optional `stdin`, `cwd`, `mode` ("capture", or "head" for `| head -1`).
+    Each result: `rc` (an int, or "timeout"), `stdout`, `stderr`."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
+    full = [{"cwd": str(ROOT), **job, "env": {**base, **job.get("env", {})}} for job in jobs]
+    chunks = [full[i::processes] for i in range(processes)]
+
+    def run(chunk: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        p = subprocess.run(
+            [sys.executable, str(ROOT / "tests" / "clibatch.py")],
+            input=json.dumps(chunk),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert p.returncode == 0, p.stderr
+        out: list[dict[str, Any]] = json.loads(p.stdout)
+        return out
+
+    with ThreadPoolExecutor(processes) as pool:
+        done = list(pool.map(run, chunks))
+    results: list[dict[str, Any]] = [{}] * len(jobs)
+    for i, chunk_results in enumerate(done):
+        for j, r in enumerate(chunk_results):
+            results[i + j * processes] = r
+    return results

@@ -13,7 +13,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -88,6 +88,14 @@ class Main(click.Group):
             importlib.import_module(f"agentpost.cli.{module}")
         return super().get_command(ctx, cmd_name)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # The reader closed the pipe (`agentpost tail ROOM | head -1`): caught here,
+            # before click's own handler makes it exit 1 (docs/cli.md "The contract", rule 7).
+            reader_left()
+
     def main(  # type: ignore[override]
         self,
         args: Sequence[str] | None = None,
@@ -100,22 +108,18 @@ class Main(click.Group):
         as_json = "--json" in argv
         try:
             rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+            # Written now, not by Python's flush at exit, so a reader that left early
+            # (`| head -1`) ends here quietly (docs/cli.md "The contract", rule 7).
+            sys.stdout.flush()
         except click.ClickException as exc:
-            if not as_json:
-                exc.show()
-                sys.exit(exc.exit_code)
             from agentpost.cli.failing import EXIT_USAGE, fail
 
-            fail(True, USAGE_ERROR, exc.format_message(), False, exc.exit_code or EXIT_USAGE)
+            fail(as_json, USAGE_ERROR, usage_message(exc), False, exc.exit_code or EXIT_USAGE)
         except click.Abort:
             sys.stderr.write("Aborted!\n")
             sys.exit(1)
-        except BrokenPipeError:
-            # The reader closed the pipe (`agentpost tail ROOM | head -1`) under a plain
-            # write (the console's own writes end in cli/common.py `_reader_left`).
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            sys.exit(0)
+        except BrokenPipeError:  # the flush above: the reader left after the last write
+            reader_left()
         except Exception as exc:
             if os.environ.get("AGENTPOST_DEBUG") == "1":
                 raise
@@ -124,6 +128,23 @@ class Main(click.Group):
             message = f"{type(exc).__name__}: {exc} (AGENTPOST_DEBUG=1 shows where)"
             fail(as_json, "internal", message, False, EXIT_FINAL)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def reader_left() -> NoReturn:
+    """The reader closed the pipe (`| head -1`): it has what it wanted, so the command ends
+    quietly with 0, and Python's flush at exit goes nowhere."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
+
+
+def usage_message(exc: click.ClickException) -> str:
+    """Click's complaint as one line that says where help is (`agentpost post --help`)."""
+    message = " ".join(exc.format_message().split())
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None and ctx.command_path:
+        message += f" (`{ctx.command_path} --help` lists the options)"
+    return message
 
 
 @click.group(cls=Main)

@@ -30,7 +30,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentpost.cli import secrets
-from agentpost.cli.app import hub_option
+from agentpost.cli.app import hub_option, reader_left
 from agentpost.cli.failing import (  # the commands import these from here
     EXIT_FINAL,
     EXIT_RETRY,
@@ -53,15 +53,7 @@ RECONNECT_MAX = 10.0
 console = Console(soft_wrap=True)
 
 
-def _reader_left() -> None:
-    """The reader closed the pipe (`| head -1`): it has what it wanted, so the command ends
-    quietly with 0 (rich's own handler exits 1), and Python's flush at exit goes nowhere."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    raise SystemExit(0)
-
-
-console.on_broken_pipe = _reader_left  # type: ignore[method-assign]
+console.on_broken_pipe = reader_left  # type: ignore[method-assign]  # rich's would exit 1
 
 
 def json_option(f: F) -> F:
@@ -164,6 +156,26 @@ def one_line(text: str) -> str:
     """`text` as one line when stdout is piped (newlines, tabs and backslashes escaped, so
     `| wc -l` counts items and nothing is lost); unchanged on a terminal."""
     return text if console.is_terminal else text.translate(_ESCAPES)
+
+
+def fields(*values: str) -> str:
+    """One item of a stream as one line: its fields a space apart on a terminal, a tab
+    apart when piped, where `table` would put them (docs/cli.md "The contract", rule 6).
+    The values are rich markup; piped, a value's own tabs are already `\\t` (`one_line`)."""
+    if console.is_terminal:
+        return " ".join(values)
+    from rich.text import Text
+
+    return "\t".join(Text.from_markup(v).plain for v in values)
+
+
+def say_line(line: str) -> None:
+    """A line `fields` made: rich markup on a terminal; piped, written as it is (plain
+    text whose tabs rich would turn into spaces)."""
+    if console.is_terminal:
+        console.print(line, highlight=False)
+    else:
+        sys.stdout.write(line + "\n")
 
 
 def cell(value: Any) -> str:

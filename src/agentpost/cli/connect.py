@@ -271,9 +271,13 @@ def _a2a_agent(
     return argv, problems
 
 
-def _default_workspace(hub: str, token: str, timeout: float, wait: bool = True) -> Path:
+def _default_workspace(
+    hub: str, token: str, timeout: float, wait: bool = True, as_json: bool = False
+) -> Path:
     """The agent member's default Worker folder: the hub says who the token is. A Worker
-    waits for a hub that does not answer yet (as it would for its inbox); `status` not."""
+    waits for a hub that does not answer yet (as it would for its inbox); `status` not.
+    A refusal ends the command as every command's does (docs/cli.md "The contract")."""
+    from agentpost.cli.common import hub_errors
     from agentpost.client import HubClient, HubError, HubRefused
     from agentpost.connect.workspace import WorkspaceError, default_dir
 
@@ -285,32 +289,33 @@ def _default_workspace(hub: str, token: str, timeout: float, wait: bool = True) 
                 me = c.me()
             break
         except HubRefused as exc:
-            err_console.print(f"error: {exc}")
-            sys.exit(EXIT_FINAL)
+            with hub_errors(as_json):
+                raise
+            raise AssertionError("hub_errors exits") from exc
         except HubError as exc:
             if not wait:
-                err_console.print(
-                    f"error: cannot name the default --workspace-dir: {exc}; pass --workspace-dir"
-                )
-                sys.exit(EXIT_FINAL)
+                exc.message += " (or pass --workspace-dir: the Worker's folder needs no hub)"
+                with hub_errors(as_json):
+                    raise
             if not told:
                 err_console.print(f"waiting for the hub to say who this token is ({exc})")
                 told = True
             time.sleep(delay)
             delay = min(delay * 2, 15.0)
     if me["member"].get("kind") != "agent":
-        err_console.print(
-            f"error: this token is {me['member']['name']}'s, a {me['member'].get('kind')}: "
+        fail(
+            as_json,
+            "not_an_agent",
+            f"this token is {me['member']['name']}'s, a {me['member'].get('kind')}: "
             "a Worker and its folder belong to an agent member; use the agent's token "
             "(AGENTPOST_TOKEN or --token-file)",
-            highlight=False,
+            False,
+            EXIT_FINAL,
         )
-        sys.exit(EXIT_FINAL)
     try:
         return default_dir(hub, str(me["workspace"]["name"]), str(me["member"]["name"]))
     except (WorkspaceError, OSError) as exc:
-        err_console.print(f"error: {exc}; pass --workspace-dir")
-        sys.exit(EXIT_FINAL)
+        fail(as_json, "no_worker_folder", f"{exc}; pass --workspace-dir", False, EXIT_FINAL)
 
 
 def _agent_reaches(token_file: Path, roots: list[Path]) -> list[str]:
@@ -340,9 +345,15 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
 
     if workspace_dir is None:
         if not token:
-            err_console.print("error: --workspace-dir, or the agent's token to find it")
-            sys.exit(EXIT_FINAL)
-        workspace_dir = _default_workspace(hub, token, 30.0, wait=False)
+            fail(
+                as_json,
+                "not_configured",
+                "give --workspace-dir (the Worker's folder), or the agent's token to find it "
+                "(AGENTPOST_TOKEN_FILE, --token-file or AGENTPOST_TOKEN)",
+                False,
+                EXIT_FINAL,
+            )
+        workspace_dir = _default_workspace(hub, token, 30.0, wait=False, as_json=as_json)
 
     if not workspace_dir.is_dir():
         fail(
@@ -356,8 +367,7 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
     try:
         data = read_status(workspace_dir)
     except WorkspaceError as exc:
-        err_console.print(f"error: {exc}")
-        sys.exit(EXIT_FINAL)
+        fail(as_json, "no_worker_folder", str(exc), False, EXIT_FINAL)
     names = {} if as_json else _room_names(data.get("hub") or hub, token)
 
     def room(room_id: str) -> str:
@@ -370,13 +380,26 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
     def when(entry: dict[str, Any]) -> str:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(entry["first_seen"]))
 
+    def line(*fields: str) -> None:
+        """Fields of one line: two spaces apart on a terminal, a tab apart when piped
+        (docs/cli.md "The contract", rule 6)."""
+        if console.is_terminal:
+            plain("  ".join(fields))
+        else:
+            sys.stdout.write("\t".join(fields) + "\n")  # rich would turn a tab into spaces
+
+    def value(v: Any) -> str:
+        return cell(v) or "-"  # a Worker that never ran has no pid: "-", never "None"
+
     def human() -> None:
         agent = data.get("agent", {})
-        console.print(f"worker {data.get('worker_id')}  running: {cell(data['running'])}")
-        console.print(f"member {data.get('member')}  owner {data.get('owner')}")
-        console.print(
-            f"agent alive: {cell(agent.get('alive'))}  pid {agent.get('pid')}  "
-            f"restarts {agent.get('restarts')}  last failure: {agent.get('last_failure') or '-'}"
+        line(f"worker {value(data.get('worker_id'))}", f"running: {cell(data['running'])}")
+        line(f"member {value(data.get('member'))}", f"owner {value(data.get('owner'))}")
+        line(
+            f"agent alive: {cell(agent.get('alive'))}",
+            f"pid {value(agent.get('pid'))}",
+            f"restarts {value(agent.get('restarts'))}",
+            f"last failure: {agent.get('last_failure') or '-'}",
         )
         failed = agent.get("last_session_error") or {}
         if failed:  # session/new refused: the agent runs, but that Session has no Turns
@@ -388,23 +411,22 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
         lease = data.get("lease") or {}
         if lease:
             other = lease.get("holder") or {}
-            line = f"lease: {lease.get('state')}  fence {lease.get('fence')}"
+            fields = [f"lease: {lease.get('state')}", f"fence {lease.get('fence')}"]
             if lease.get("state") in ("standby", "lost") and other:
-                line += (
-                    f"  (held by host {other.get('host')}, pid {other.get('pid')}, "
+                fields.append(
+                    f"(held by host {other.get('host')}, pid {other.get('pid')}, "
                     f"since {other.get('since')})"
                 )
-            plain(line)
+            line(*fields)
         inbox = data.get("inbox", {})
-        console.print(f"inbox acked {inbox.get('acked')}  seen {inbox.get('seen')}")
+        line(f"inbox acked {value(inbox.get('acked'))}", f"seen {value(inbox.get('seen'))}")
         seen = data.get("presence") or {}
         if "online" in seen:  # as the hub saw this member at the Worker's last heartbeat
             checked = time.strftime("%H:%M:%S", time.gmtime(seen["checked_at"]))
-            console.print(
-                f"on the hub: {'online' if seen['online'] else 'offline'}  last seen "
-                f"{seen.get('last_seen') or 'never'}  (asked at {checked})",
-                markup=False,
-                highlight=False,
+            line(
+                f"on the hub: {'online' if seen['online'] else 'offline'}",
+                f"last seen {seen.get('last_seen') or 'never'}",
+                f"(asked at {checked})",
             )
         plain("sessions:")
         table(

@@ -4,26 +4,39 @@ from __future__ import annotations
 
 import click
 import msgspec
+from rich.markup import escape
 
 from agentpost.cli.app import main
 from agentpost.cli.common import (
     client,
     console,
     emit,
+    fields,
     follow,
     hub_errors,
     hub_options,
     json_option,
     one_line,
     say,
+    say_line,
     table,
 )
 from agentpost.client import Event, HubClient, InboxItem
 
+# The longest wait the hub's inbox route grants (hub/routes/inbox.py MAX_WAIT): a longer one
+# is refused here, not cut short there (docs/cli.md "The contract", rule 5).
+MAX_WAIT_SECONDS = 60.0
+
 
 @main.group(invoke_without_command=True)
 @click.option("--after", type=int, default=None, help="Start after this cursor (default: acked).")
-@click.option("--wait", type=float, default=0.0, show_default=True, help="Long-poll seconds.")
+@click.option(
+    "--wait",
+    type=click.FloatRange(0, MAX_WAIT_SECONDS),
+    default=0.0,
+    show_default=True,
+    help=f"Long-poll seconds, 0-{MAX_WAIT_SECONDS:g} (the hub waits no longer).",
+)
 @click.option("--ack", is_flag=True, help="Acknowledge what was shown (advance the cursor).")
 @click.option(
     "--follow", "-F", is_flag=True, help="Keep showing new wake-ups as they arrive (SSE)."
@@ -88,9 +101,15 @@ def _follow_inbox(after: int | None, ack: bool, hub: str, token: str | None, as_
             emit(
                 as_json,
                 msgspec.to_builtins(item),
-                lambda: say(
-                    f"{item.cursor:>5} {ev.id} {names.get(ev.room, ev.room)} {ev.sender} "
-                    f"{_kind(ev)}: {one_line(_preview(ev.text, 200))}"
+                lambda: say_line(
+                    fields(
+                        f"{item.cursor:>5}" if console.is_terminal else str(item.cursor),
+                        ev.id,
+                        escape(names.get(ev.room, ev.room)),
+                        escape(ev.sender),
+                        escape(f"{_kind(ev)}:"),
+                        escape(one_line(_preview(ev.text, 200))),
+                    )
                 ),
             )
 

@@ -17,11 +17,13 @@ from agentpost.cli.common import (
     client,
     console,
     emit,
+    fields,
     hub_errors,
     hub_options,
     json_option,
     one_line,
     say,
+    say_line,
     table,
 )
 from agentpost.cli.common import (
@@ -50,9 +52,12 @@ def _event_line(ev: Event, answers: dict[str, str] | None = None) -> str:
     elif ev.edited:
         text += " [dim](edited)[/dim]"
     marks = "".join(f" {escape(r.emoji)}{r.count}" for r in ev.reactions)
-    return (
-        f"[dim]{ev.seq:>5} {ev.created_at}[/dim] [bold]{ev.sender}[/bold]{kind}: "
-        f"{text}{files}{to}{marks}"
+    seq = f"{ev.seq:>5}" if console.is_terminal else str(ev.seq)
+    return fields(
+        f"[dim]{seq}[/dim]",
+        f"[dim]{ev.created_at}[/dim]",
+        f"[bold]{ev.sender}[/bold]{kind}:",
+        f"{text}{files}{to}{marks}",
     )
 
 
@@ -208,7 +213,7 @@ def tail(
         emit(
             as_json,
             msgspec.to_builtins(ev),
-            lambda: console.print(_event_line(ev, seen), highlight=False),
+            lambda: say_line(_event_line(ev, seen)),
         )
         if len(seen) > 100_000:
             seen.clear()

@@ -32,6 +32,11 @@ def search(
     word* (a prefix), -word (not this word). The words may come as one argument or several
     (`agentpost search deploy -draft` is `agentpost search 'deploy -draft'`); `--` ends the
     options when a word would read as one."""
+    options = [w for w in words if w.startswith("--")]
+    if options:  # words are taken as they come (`-draft`), but `--x` is a mistyped option
+        raise click.UsageError(
+            f"No such option {options[0]!r} (a word to leave out is -word, one dash)"
+        )
     query = " ".join(words)
     with hub_errors(as_json), client(hub, token) as c:
         room_id = c.resolve_room(room_ref) if room_ref is not None else None

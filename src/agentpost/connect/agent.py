@@ -440,10 +440,10 @@ class AgentSupervisor:
             self.last_exit = code
             why = conn.cut_reason or f"exit code {code}"
             tail = conn.stderr_tail().strip().splitlines()[-5:]
-            self.last_failure = why
             await conn.close()
-            if self._stopping:
+            if self._stopping:  # ended because the Worker stops: no failure of the agent's
                 return
+            self.last_failure = why
             log.error(
                 "agent stopped (%s; %d bytes on stderr; tail: %s)",
                 why,
