@@ -113,3 +113,17 @@ def test_redact_hides_secrets_and_token_like_strings_and_keeps_ordinary_words() 
         assert secret not in redact(text), text
     for ordinary in ("token limit exceeded", "session 3f2a9c1e started", "at /usr/lib/x.py:3"):
         assert redact(ordinary) == ordinary
+
+
+def test_redact_keeps_file_paths_and_hides_a_key_inside_one() -> None:
+    from agentpost.core.secrets import redact
+
+    for path in (
+        "can't open file '/tmp/pytest-of-root/pytest-12/test_x0/work/examples/echo_agent.py'",
+        "python3: can't open file 'examples/subfolder/another/echo_agent.py'",
+        "cwd ../some/long/relative/path/of/folders/here/and/more",
+    ):
+        assert redact(path) == path
+    key = "Zm9vYmFyYmF6cXV4cXV1eHF1dXhxdXV4cXV1eHF1"
+    assert key not in redact(f"/home/me/{key}.txt")
+    assert key not in redact(f"secret {key}/{key}")

@@ -181,6 +181,9 @@ def connect(
         command = known_agents.resolve(agent_cmd, os.environ, os.geteuid())
         argv = command.argv
         problems += command.problems
+        if command.known is None and not command.problems:
+            argv, missing = _here(argv, Path.cwd())
+            problems += missing
         for note in command.notes:
             err_console.print(f"note: {note}", highlight=False)
     for root in egress_roots:
@@ -241,6 +244,31 @@ def connect(
         err_console.print(f"error: {exc}")
         sys.exit(EXIT_FINAL)
     sys.exit(code)
+
+
+# What names a script an interpreter runs (`python3 examples/echo_agent.py`).
+SCRIPT_SUFFIXES = (".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".rb", ".pl")
+
+
+def _here(argv: list[str], cwd: Path) -> tuple[list[str], list[str]]:
+    """`--agent`'s relative paths, read where `connect` was started: the agent runs in
+    `--repo`, where `examples/echo_agent.py` is not, so each relative argument that names
+    a file here becomes its absolute path; a script that is not here is a start error
+    naming it (else the Worker would restart the agent for ever)."""
+    out, problems = [], []
+    for i, arg in enumerate(argv):
+        path = Path(arg)
+        relative = not arg.startswith("-") and not path.is_absolute()
+        if relative and ("/" in arg or i > 0) and (cwd / path).is_file():
+            out.append(str(cwd / path))
+            continue
+        if relative and i > 0 and path.suffix in SCRIPT_SUFFIXES:
+            problems.append(
+                f"--agent: the script {arg} is not in {cwd}, where `agentpost connect` was "
+                "started (a relative path is read from there): give its path"
+            )
+        out.append(arg)
+    return out, problems
 
 
 def _in_background() -> bool:

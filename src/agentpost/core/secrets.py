@@ -46,4 +46,18 @@ def redact(text: str) -> str:
     text = _TOKEN_LIKE[0].sub(REDACTED, text)
     text = _TOKEN_LIKE[1].sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     text = _TOKEN_LIKE[2].sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
-    return _TOKEN_LIKE[3].sub(REDACTED, text)
+    return _TOKEN_LIKE[3].sub(_unless_path, text)
+
+
+def _unless_path(m: re.Match[str]) -> str:
+    """A long run of key-like characters is redacted unless it is a file path: one that
+    starts at `/`, `./`, `../` or `~/`, or runs into a file's extension (`x/y.py`), of
+    segments none of which is itself key-long. A log that names the agent's script must
+    say which (`examples/echo_agent.py`, not `[redacted].py`)."""
+    run, text, start, end = m.group(0), m.string, m.start(), m.end()
+    rooted = run.startswith("/") or text[max(0, start - 2) : start] in ("./", "..", "~")
+    extension = text[end : end + 1] == "."
+    segments = [seg for seg in run.split("/") if seg]
+    if "/" in run and (rooted or extension) and all(len(seg) < 32 for seg in segments):
+        return run
+    return REDACTED

@@ -1,0 +1,71 @@
+"""`agentpost connect --agent "python3 examples/echo_agent.py" --repo ./work`: a relative
+script is read where `connect` was started, not in `--repo` where the agent runs; a script
+that is not there is a start error naming it; the Worker's log names the file as it is."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from clirun import ROOT, agentpost
+from hubproc import HubProcess, Setup, poll, with_default_signals
+
+
+def test_a_relative_script_is_read_where_connect_started(
+    shared_setup: Setup, tmp_path: Path
+) -> None:
+    hub: HubProcess = shared_setup.hub
+    work = tmp_path / "work"
+    work.mkdir()
+    log = tmp_path / "worker.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPOST_")}
+    env |= {"AGENTPOST_HUB": hub.url, "AGENTPOST_TOKEN": shared_setup.tokens["bot"]}
+    argv = [sys.executable, "-m", "agentpost", "connect"]
+    argv += ["--agent", f"{sys.executable} examples/echo_agent.py", "--repo", str(work)]
+    argv += ["--workspace-dir", str(tmp_path / "worker"), "--log", str(log)]
+    worker = subprocess.Popen(
+        with_default_signals(argv), cwd=ROOT, env=env, stderr=subprocess.DEVNULL
+    )
+    try:
+        with hub.client(shared_setup.tokens["alice"]) as c:
+            r = c.post(f"/v1/rooms/{shared_setup.room}/messages", json={"text": "@bot hello"})
+            assert r.status_code == 201, r.text
+
+            def answered() -> bool:
+                events = c.get(f"/v1/rooms/{shared_setup.room}/events").json()["events"]
+                return any(e["sender"] == "bot" and "hello" in e["text"] for e in events)
+
+            poll(answered, timeout=60, interval=0.2)
+        said = log.read_text()
+        script = str(ROOT / "examples" / "echo_agent.py")
+        assert script in said and "[redacted]" not in said, said
+        assert "agent stopped" not in said, said
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(30)
+
+
+def test_a_script_that_is_not_there_is_a_start_error_naming_it(
+    shared_setup: Setup, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    p = agentpost(
+        shared_setup.hub,
+        "connect",
+        "--agent",
+        "python3 examples/no_such_agent.py",
+        "--repo",
+        str(work),
+        "--workspace-dir",
+        str(tmp_path / "worker"),
+        token=shared_setup.tokens["bot"],
+        check=False,
+    )
+    assert p.returncode == 1, p.stderr
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and "examples/no_such_agent.py" in lines[0], p.stderr
+    assert str(ROOT) in lines[0] and "agent started" not in p.stderr
