@@ -118,18 +118,29 @@ def emit(as_json: bool, data: Any, human: Callable[[], None]) -> None:
         human()
 
 
+# A field of a request the hub's decoder refused (msgspec: "… - at `$.max_delegation_depth`").
+_FIELD_PATH = re.compile(r" - at `\$\.([a-z_]+)[^`]*`")
+
+
+def in_words(message: str) -> str:
+    """A hub message as people read it: a decoder's field path becomes the option that
+    sets it (`$.max_delegation_depth` → `--max-delegation-depth`)."""
+    return _FIELD_PATH.sub(lambda m: f" (--{m.group(1).replace('_', '-')})", message)
+
+
 @contextmanager
 def hub_errors(as_json: bool) -> Iterator[None]:
-    """Map client errors to output and exit codes, in one place."""
+    """Map client errors to output and exit codes, in one place: the edge where what the
+    hub and the network said becomes the contract's one line (docs/cli.md)."""
     try:
         yield
     except HubUnreachable as exc:
-        fail(as_json, exc.code, exc.message, True, EXIT_UNREACHABLE)
+        fail(as_json, exc.code, in_words(exc.message), True, EXIT_UNREACHABLE)
     except HubError as exc:
         fail(
             as_json,
             exc.code,
-            exc.message,
+            in_words(exc.message),
             exc.retryable,
             EXIT_RETRY if exc.retryable else EXIT_FINAL,
         )

@@ -31,6 +31,25 @@ from agentpost.cli.common import (
 )
 from agentpost.client import Event
 
+# Why a post woke whom, as the hub names its route (docs/glossary.md), in words for people;
+# `--json` keeps the name (`route`).
+ROUTES_IN_WORDS = {
+    "mention": "mentioned",
+    "no_mention": "no one was mentioned",
+    "sole_agent": "the room's one agent",
+    "no_sole_agent": "no @mention, and the room has no single agent to wake",
+    "master": "the room's master agent",
+    "master_fallback": "the master agent, as no one else was named",
+    "master_unavailable": "the master agent is not in the room",
+    "not_participant": "who was mentioned is not in the room",
+    "router": "chosen by the room's router",
+    "router_none": "the room's router wakes no one",
+    "router_stop": "the room's router chose to wake no one",
+    "stop": "a stop",
+    "stop_no_agent": "a stop, with no agent to stop",
+    "notice": "a notice",
+}
+
 
 def _event_line(ev: Event, answers: dict[str, str] | None = None) -> str:
     """One event as people read it; `answers`: event id → `#seq` of the events shown so
@@ -191,7 +210,12 @@ def post(
             )
             return
         woke = ", ".join(ev.targets) or "no one"
-        say(f"posted {ev.id} seq {ev.seq}; woke {woke} ({ev.route})")
+        why = ROUTES_IN_WORDS.get(ev.route or "", ev.route)
+        say(
+            f"posted {ev.id} seq {ev.seq}; woke {woke} ({why})"
+            if why
+            else f"posted {ev.id} seq {ev.seq}; woke {woke}"
+        )
 
     emit(as_json, data, human)
 

@@ -164,11 +164,29 @@ def error_from_response(resp: httpx.Response) -> HubError:
             f"{resp.status_code} {resp.reason_phrase}{at} with no agentpost error in it "
             "(a proxy in front of the hub, or no hub at this address?)"
         )
+    if code == "not_found" and message.startswith("no route /"):
+        message = _no_route(resp, message)
     if code in FINAL_5XX:
         return HubRefused(code, message, resp.status_code, err)
     if resp.status_code >= 500 or resp.status_code == 429 or code == "idempotency_in_flight":
         return HubUnavailable(code, message, resp.status_code, err)
     return HubRefused(code, message, resp.status_code, err)
+
+
+def _no_route(resp: httpx.Response, message: str) -> str:
+    """The hub has no such route: when the hub URL carries a path of its own
+    (`http://host:8470/foo`), that path is the mistake, so say so."""
+    try:
+        path = resp.request.url.path
+    except RuntimeError:
+        return message
+    base = path.split("/v1/", 1)[0] if "/v1/" in path else ""
+    if not base:
+        return message
+    return (
+        f"the hub has no route {path}: AGENTPOST_HUB (or --hub) must be the hub's root URL, "
+        f"http(s)://host:port, without the path {base}"
+    )
 
 
 class AsyncHubClient:

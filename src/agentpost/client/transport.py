@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
@@ -300,6 +301,10 @@ class PooledTransport(httpx.AsyncBaseTransport):
             raise httpx.ConnectTimeout(
                 f"no connection to {host}:{port} within {timeout} s"
             ) from None
+        except socket.gaierror as exc:  # "unknown error -2" is a name that does not resolve
+            raise httpx.ConnectError(
+                f"cannot resolve host {host}: check AGENTPOST_HUB (or --hub)"
+            ) from exc
         except (OSError, ssl.SSLError) as exc:
             raise httpx.ConnectError(f"cannot connect to {host}:{port}: {plain(exc)}") from exc
         return _Connection(reader, writer)

@@ -133,6 +133,12 @@ async def poster_of(authorization: str, hub: HasAuth) -> tuple[Member, str | Non
 
 def require_admin(request: Request, admin_hash: str) -> None:
     if not hmac.compare_digest(token_hash(bearer(request)), admin_hash):
+        if request.headers.get("authorization"):  # a token, but not this hub's admin token
+            raise AuthError(
+                Code.UNAUTHORIZED,
+                "this route needs the admin token, and the token sent is not this hub's "
+                "admin token (the hub's is in its data dir's admin.token)",
+            )
         raise AuthError(Code.UNAUTHORIZED, "this route needs the admin token")
 
 
