@@ -434,3 +434,18 @@ def test_every_command_pipes_by_the_contract(world: World, row: str) -> None:
         for w in breaches:
             wrong.append(f"agentpost {' '.join(job['args'])}: {w}")
     assert not wrong, f"{len(wrong)} breaches of docs/cli.md's contract:\n" + "\n".join(wrong)
+
+
+# docs/cli.md "The contract", rule 8: the commands that take a text, and those that take a file.
+TAKES_TEXT = ("post", "edit", "thread send", "mail send")
+TAKES_FILE = ("post", "thread send", "mail send")
+
+
+def test_text_and_files_come_in_one_way_everywhere() -> None:
+    def spellings(name: str) -> set[str]:
+        return {o for p in COMMANDS_NOW[name].params for o in p.opts}
+
+    for name in TAKES_TEXT:
+        assert {"-t", "--text"} <= spellings(name), name
+    for name in TAKES_FILE:
+        assert {"-f", "--file"} <= spellings(name), name

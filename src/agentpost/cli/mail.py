@@ -79,9 +79,10 @@ def join_cmd(name: str, as_json: bool) -> None:
 @mail.command("send")
 @click.option("--to", "to_name", required=True, help="The recipient: NAME or NAME@MACHINE.")
 @click.option("--instance-id", default=None, help="Pick one session when the name is ambiguous.")
-@click.option("--text", default=None, help="The message body.")
+@click.option("--text", "-t", default=None, help="The message body.")
 @click.option(
     "--file",
+    "-f",
     "file_",
     type=click.Path(allow_dash=True, dir_okay=False),
     default=None,

@@ -110,7 +110,14 @@ def _read_message(as_json: bool, text: str | None, message_file: str | None) -> 
     default=None,
     help="Run the same command again after a crash: the message is sent at most once.",
 )
-@click.option("--message-file", default=None, help="Read the message from PATH, or - (stdin).")
+@click.option(
+    "--file",
+    "-f",
+    "--message-file",
+    "message_file",
+    default=None,
+    help="Read the message from PATH, or - (stdin).",
+)
 @click.option("--text", "-t", default=None, help="The message.")
 @hub_options
 @json_option
