@@ -741,7 +741,7 @@ def test_connect_status_shows_the_worker_bindings_and_deliveries_in_progress_and
     finally:
         go.set()
     top = s[""]
-    assert f"worker {f.worker_id}  running: yes" in top
+    assert f"worker {f.worker_id}\trunning: yes" in top  # piped: tab-separated (docs/cli.md)
     assert (
         "delivery (_ag2/deliver): enabled (the hub's keys echo and live 24 h, the ledger is"
         " locked, the workspace is never egress)" in top

@@ -33,7 +33,7 @@ def test_connect_status_shows_the_workers_presence_as_the_hub_sees_it(
     seen = wait_for(lambda: json.loads(connect_status(connected, "--json").stdout)["presence"])
     assert seen["online"] is True and seen["last_seen"]
     assert members(connected)["bot"]["online"] is True
-    assert "on the hub: online  last seen " in connect_status(connected).stdout
+    assert "on the hub: online\tlast seen " in connect_status(connected).stdout
     # The hub stays the judge: a stopped Worker's status keeps what the hub last said.
     w.stop()
     assert json.loads(connect_status(connected, "--json").stdout)["running"] is False
