@@ -3,6 +3,10 @@ rule 1): one line in words that names what to change. A test per source."""
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from clirun import agentpost, json_error
@@ -71,3 +75,25 @@ def test_a_route_name_is_said_in_words(setup_: Setup) -> None:
 @pytest.fixture
 def setup_(shared_setup: Setup) -> Setup:
     return shared_setup
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A local port held bound but not listening: a connection to it is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", [("db", "migrate"), ("serve", "--port", "0")])
+def test_postgresql_unreachable_is_one_line_naming_host_and_variable(
+    command: tuple[str, ...], closed_port: int, tmp_path: Path
+) -> None:
+    url = f"postgresql://ap@127.0.0.1:{closed_port}/agentpost"
+    env = {"AGENTPOST_HOME": str(tmp_path)}
+    p = agentpost(None, *command, "--db", url, env=env, check=False, timeout=30)
+    assert p.returncode != 0
+    (line,) = p.stderr.splitlines()
+    assert f"cannot reach PostgreSQL at 127.0.0.1:{closed_port} (Connection refused)" in line
+    assert "AGENTPOST_DB or --db" in line
+    assert "Is the server running" not in line

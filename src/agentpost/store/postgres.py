@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import threading
 import zlib
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg import conninfo
 from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool
@@ -78,6 +80,24 @@ class PgTx(PgDb, JobState):
 
 def _storage_error(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+def unreachable(dsn: str, exc: psycopg.OperationalError) -> str:
+    """psycopg's message in one line that names the server and where its URL comes from:
+    libpq says it on two (the second a question, tab-indented) and repeats the host."""
+    try:
+        info = conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        info = {}
+    host = str(info.get("host") or "localhost")
+    where = f"{host}:{info.get('port') or 5432}"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    # "connection failed: connection to server at "h", port p failed: REASON": the reason
+    reason = re.sub(r"\[Errno -?\d+\] ", "", first.rpartition("failed: ")[2]).strip() or first
+    return (
+        f"cannot reach PostgreSQL at {where} ({reason}): check that it runs there and "
+        "accepts connections, and the URL in AGENTPOST_DB or --db"
+    )
 
 
 class _Backend:
@@ -206,7 +226,7 @@ class PostgresEngine:
             # reads: however many readers a room has, requests never queue behind them.
             self._streams = _ReadLane(dsn, stream_connections, "pg-stream", min_size=0)
         except psycopg.OperationalError as exc:
-            raise StorageUnavailable(f"cannot reach PostgreSQL: {exc}") from exc
+            raise StorageUnavailable(unreachable(dsn, exc)) from exc
         crash = crash_points or CrashPoints()
         # Several writers, one connection each: a room's writes always go to the same one
         # (by its id), so rooms spread over parallel group commits; their row locks are taken
