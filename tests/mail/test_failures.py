@@ -69,6 +69,34 @@ def test_remote_unreachable_send_is_queued_and_the_stop_hook_republishes(
     assert [m["id"] for m in b.inbox()] == [sent.json["id"]]
 
 
+def test_a_remote_that_is_not_a_repository_is_named_with_what_to_check(
+    two_machines: tuple[Clone, Clone],
+) -> None:
+    a, _ = two_machines
+    a.sync()  # learn bob's presence
+    missing = a.path.parent / "no-such-remote.git"
+    a.git("remote", "set-url", "origin", str(missing))
+    sent = a.mail("send", "--to", "bob", "--text", "offline note")
+    failed = a.mail("sync", check=False)
+    assert failed.code == 3
+    for said in (sent.stderr, failed.stderr):
+        (line,) = said.splitlines()
+        assert f"remote origin ({missing})" in line
+        assert "does not appear to be a git repository" in line
+        assert "git remote set-url origin URL" in line
+        assert "and the repository exists." not in line
+    assert failed.stderr.startswith("error remote_unreachable: cannot fetch from remote origin")
+
+
+def test_a_password_in_the_remote_url_is_not_shown(two_machines: tuple[Clone, Clone]) -> None:
+    a, _ = two_machines
+    a.git("remote", "set-url", "origin", "http://me:s3cret@127.0.0.1:1/mail.git")
+    failed = a.mail("sync", "--json", check=False)
+    message = failed.json["error"]["message"]
+    assert "http://me:…@127.0.0.1:1/mail.git" in message and "s3cret" not in message
+    assert "check that the server is up" in message
+
+
 def test_crash_between_log_and_push_is_repaired_by_the_next_sync(
     two_machines: tuple[Clone, Clone],
 ) -> None:

@@ -123,7 +123,7 @@ class Git:
             None,
         )
         if proc.returncode != 0:
-            raise RemoteUnreachable(f"cannot fetch from {remote}: {_tail(proc.stderr)}")
+            raise RemoteUnreachable(self._remote_failure("fetch from", remote, proc.stderr))
 
     def push(self, remote: str, refs: list[str], delete: list[str] | None = None) -> PushResult:
         """Force-push our own refs (they are replaced by design) and delete `delete` on the
@@ -135,9 +135,17 @@ class Git:
             return PushResult(False, exc.message)
         if proc.returncode != 0:
             return PushResult(
-                False, f"push to {remote} failed: {_tail(proc.stderr or proc.stdout)}"
+                False, self._remote_failure("push to", remote, proc.stderr or proc.stdout)
             )
         return PushResult(True, "")
+
+    def _remote_failure(self, doing: str, remote: str, stderr: bytes) -> str:
+        """What went wrong with `remote`, in one line that names it and what to check: git
+        ends on a generic hint ("and the repository exists."), its cause is said first."""
+        url = self._spawn(("remote", "get-url", remote), None).stdout.decode().strip()
+        where = f"remote {remote} ({_without_password(url)})" if url else f"remote {remote}"
+        cause = _cause(stderr)
+        return f"cannot {doing} {where}: {cause}; {_what_to_check(cause, remote)}"
 
     def write_document(self, message: bytes, signature: str) -> str:
         """A parentless commit of the empty tree carrying `message`; returns its id.
@@ -195,6 +203,47 @@ class Git:
                     signature = value.decode("ascii", "replace")
             docs[sha] = Document(message, signature)
         return docs
+
+
+# git's generic closing lines after a remote failed: true for every cause, so never the news
+_GENERIC = (
+    "could not read from remote repository",
+    "please make sure you have the correct access rights",
+    "and the repository exists",
+)
+
+
+def _cause(stderr: bytes) -> str:
+    """The first line of git's stderr that says what happened, without `fatal:`."""
+    for line in stderr.decode("utf-8", "replace").splitlines():
+        text = line.strip()
+        for prefix in ("fatal:", "error:", "remote:"):
+            text = text.removeprefix(prefix).strip()
+        if text and not text.lower().startswith(_GENERIC):
+            return text.rstrip(".")
+    return "git said nothing more"
+
+
+def _what_to_check(cause: str, remote: str) -> str:
+    lowered = cause.lower()
+    if "resolve host" in lowered or "name or service not known" in lowered:
+        return f"check the host name in the remote's URL (git remote set-url {remote} URL)"
+    if "connection refused" in lowered or "couldn't connect" in lowered or "timed out" in lowered:
+        return "check that the server is up and reachable from here"
+    if "permission denied" in lowered or "authentication" in lowered or "403" in lowered:
+        return "check your access to it (ssh key or credentials for that host)"
+    if "not appear to be a git repository" in lowered or "not found" in lowered:
+        return f"check the remote's URL (git remote set-url {remote} URL) and that the repository exists"
+    return f"check the remote's URL (git remote get-url {remote}) and your access to it"
+
+
+def _without_password(url: str) -> str:
+    """A remote URL as it may be shown: a password in it is left out."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.partition("@")
+    if sep and at and ":" in userinfo and "/" not in userinfo:
+        return f"{scheme}://{userinfo.partition(':')[0]}:…@{host}"
+    return url
 
 
 def _tail(stderr: bytes) -> str:
