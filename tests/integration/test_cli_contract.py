@@ -449,3 +449,22 @@ def test_text_and_files_come_in_one_way_everywhere() -> None:
         assert {"-t", "--text"} <= spellings(name), name
     for name in TAKES_FILE:
         assert {"-f", "--file"} <= spellings(name), name
+
+
+def test_no_text_and_no_file_is_a_usage_error_everywhere(tmp_path: Path) -> None:
+    # Rule 4, "none where one is needed": the same refusal from every command that takes a
+    # body, before a hub or a repository is looked at.
+    lines = {
+        "post": ["post", "general"],
+        "thread send": ["thread", "send", "plan"],
+        "mail send": ["mail", "send", "--to", "bob"],
+    }
+    env = {"AGENTPOST_HOME": str(tmp_path)}
+    for name, argv in lines.items():
+        for extra in ([], ["-t", "  "]):
+            p = agentpost(None, *argv, *extra, env=env, check=False)
+            assert p.returncode == 2, (name, p.stderr)
+            assert p.stderr.startswith("error usage_error: nothing to "), (name, p.stderr)
+            as_json = agentpost(None, *argv, *extra, "--json", env=env, check=False)
+            assert json.loads(as_json.stdout)["error"]["code"] == "usage_error", name
+            assert as_json.returncode == 2 and as_json.stderr == "", name

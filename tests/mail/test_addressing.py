@@ -86,7 +86,9 @@ def test_empty_or_oversized_body_is_refused_and_a_file_body_is_read(
 ) -> None:
     a, b = two_machines
     empty = a.mail("send", "--to", "bob", "--text", "   ", "--json", check=False)
-    assert empty.json["error"]["code"] == "invalid_body"
+    assert empty.code == 2 and empty.json["error"]["code"] == "usage_error"  # as `post`
+    empty_file = a.mail("send", "--to", "bob", "--file", "-", "--json", stdin="", check=False)
+    assert empty_file.json["error"]["code"] == "invalid_body"
     huge = a.mail("send", "--to", "bob", "--file", "-", "--json", stdin="x" * 70000, check=False)
     assert huge.json["error"]["code"] == "invalid_body"
     sent = a.mail("send", "--to", "bob", "--file", "-", "--json", stdin="line one\nline two\n")

@@ -103,10 +103,14 @@ def send_cmd(
     as_json: bool,
 ) -> None:
     """Send a note to a session on this or another machine."""
+    # A body missing or given twice is a command line that does not parse, as for `post`
+    # (docs/cli.md "The contract", rule 4): said before the repository is even looked at.
+    if text is not None and file_ is not None:
+        raise click.UsageError("give one of --text/-t or --file/-f, not both")
+    if file_ is None and not (text or "").strip():
+        raise click.UsageError("nothing to send: give --text TEXT, or --file FILE (- for stdin)")
 
     def act(ctx: MailContext) -> SendResult:
-        if (text is None) == (file_ is None):
-            raise InvalidBody("give exactly one of --text or --file")
         if file_ is not None:
             try:
                 body = sys.stdin.read() if file_ == "-" else Path(file_).read_text(encoding="utf-8")

@@ -86,8 +86,12 @@ thread_unarchive = _archive_command(False)
 
 
 def _read_message(as_json: bool, text: str | None, message_file: str | None) -> str:
-    if (text is None) == (message_file is None):
-        fail(as_json, INVALID_REQUEST, "give one of --text or --message-file", False, EXIT_FINAL)
+    # Missing or given twice is a command line that does not parse, as for `post`
+    # (docs/cli.md "The contract", rule 4).
+    if text is not None and message_file is not None:
+        raise click.UsageError("give one of --text/-t or --file/-f, not both")
+    if message_file is None and not (text or "").strip():
+        raise click.UsageError("nothing to send: give --text TEXT, or --file FILE (- for stdin)")
     if text is not None:
         return text
     assert message_file is not None
