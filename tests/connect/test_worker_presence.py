@@ -4,6 +4,7 @@ heartbeat; `connect status` shows the Worker's own presence as the hub sees it."
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from typing import Any
@@ -37,3 +38,7 @@ def test_connect_status_shows_the_workers_presence_as_the_hub_sees_it(
     # The hub stays the judge: a stopped Worker's status keeps what the hub last said.
     w.stop()
     assert json.loads(connect_status(connected, "--json").stdout)["running"] is False
+    # ... said with its age, and that the Worker is stopped: never "online" as if now.
+    said = connect_status(connected).stdout
+    assert "on the hub: online" not in said
+    assert re.search(r"on the hub \d+ s ago: online\tlast seen \S+\t\(the Worker is stopped", said)

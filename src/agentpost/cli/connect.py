@@ -450,12 +450,20 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
         line(f"inbox acked {value(inbox.get('acked'))}", f"seen {value(inbox.get('seen'))}")
         seen = data.get("presence") or {}
         if "online" in seen:  # as the hub saw this member at the Worker's last heartbeat
-            checked = time.strftime("%H:%M:%S", time.gmtime(seen["checked_at"]))
-            line(
-                f"on the hub: {'online' if seen['online'] else 'offline'}",
-                f"last seen {seen.get('last_seen') or 'never'}",
-                f"(asked at {checked})",
-            )
+            said = "online" if seen["online"] else "offline"
+            last_seen = f"last seen {seen.get('last_seen') or 'never'}"
+            if data.get("running"):
+                checked = time.strftime("%H:%M:%S", time.gmtime(seen["checked_at"]))
+                line(f"on the hub: {said}", last_seen, f"(asked at {checked})")
+            else:
+                # The hub stays the judge, but its word is as old as the Worker's last
+                # heartbeat: said with its age, never as if it were now.
+                age = _age(time.time() - float(seen["checked_at"]))
+                line(
+                    f"on the hub {age} ago: {said}",
+                    last_seen,
+                    "(the Worker is stopped: the hub said this at its last heartbeat)",
+                )
         plain("sessions:")
         table(
             ["room", "who", "session"],
@@ -516,6 +524,15 @@ def status(workspace_dir: Path | None, hub: str, token: str | None, as_json: boo
         )
 
     emit(as_json, data, human)
+
+
+def _age(seconds: float) -> str:
+    """How long ago, in the unit a person reads it in: 40 s, 12 min, 3 h, 2 d."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds)} s"
 
 
 def _room_names(hub: str, token: str | None) -> dict[str, str]:
