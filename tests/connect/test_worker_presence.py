@@ -37,6 +37,8 @@ def test_connect_status_shows_the_workers_presence_as_the_hub_sees_it(
     assert "on the hub: online\tlast seen " in connect_status(connected).stdout
     # The hub stays the judge: a stopped Worker's status keeps what the hub last said.
     w.stop()
+    # Heartbeats every 0.5 s are requests; the log holds the Worker's lines, not httpx's.
+    assert "agent started" in w.log() and "HTTP Request:" not in w.log()
     assert json.loads(connect_status(connected, "--json").stdout)["running"] is False
     # ... said with its age, and that the Worker is stopped: never "online" as if now.
     said = connect_status(connected).stdout

@@ -218,6 +218,10 @@ def connect(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=stream,
     )
+    # Every heartbeat and inbox poll is a request: at INFO, httpx would write a line for
+    # each and drown the Worker's own lines. Their failures still come through (WARNING).
+    for chatty in ("httpx", "httpcore"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     if dumpable:
         logging.getLogger("agentpost.connect").warning(
             "this system has no prctl(PR_SET_DUMPABLE): processes of your user, the agent's "
