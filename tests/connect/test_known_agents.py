@@ -46,7 +46,7 @@ def _fake_node(folder: Path, wants: str = "") -> Path:
 
 
 def _refused(c: Connected, agent: str, env: dict[str, str]) -> list[str]:
-    """Run `connect --agent AGENT` expecting a refusal at start; its `error:` lines."""
+    """Run `connect --agent AGENT` expecting a refusal at start; its `error CODE:` lines."""
     w = c.worker(agent, start=False, env=env)
     proc = subprocess.run(
         [sys.executable, "-m", "agentpost", "connect", *w.args],
@@ -58,20 +58,20 @@ def _refused(c: Connected, agent: str, env: dict[str, str]) -> list[str]:
     assert proc.returncode == 1, proc.stderr
     assert "agent started" not in proc.stderr
     assert not (c.tmp / "ws-bot").exists()  # nothing started: no folder, no lease, no agent
-    return [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    return [line for line in proc.stderr.splitlines() if line.startswith("error ")]
 
 
 def test_claude_not_installed_says_how_to_install_it(connected: Connected, tmp_path: Path) -> None:
     lines = _refused(connected, "claude", {"PATH": str(tmp_path / "empty")})
     assert lines == [
-        "error: claude-agent-acp (--agent claude) is not on PATH: install it with `npm install "
+        "error agent_not_ready: claude-agent-acp (--agent claude) is not on PATH: install it with `npm install "
         "-g @agentclientprotocol/claude-agent-acp`, or set AGENTPOST_CLAUDE_ACP to its path"
     ]
 
 
 def test_an_override_that_is_no_executable_is_named(connected: Connected, tmp_path: Path) -> None:
     lines = _refused(connected, "gemini", {"AGENTPOST_GEMINI": str(tmp_path / "nothing")})
-    assert lines == [f"error: AGENTPOST_GEMINI={tmp_path / 'nothing'} is not an executable file"]
+    assert lines == [f"error agent_not_ready: AGENTPOST_GEMINI={tmp_path / 'nothing'} is not an executable file"]
 
 
 def test_no_node_is_named_in_one_line(connected: Connected, tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_no_node_is_named_in_one_line(connected: Connected, tmp_path: Path) -> N
     _bin(fake, "gemini", NODE_SCRIPT)
     lines = _refused(connected, "gemini", {"PATH": str(fake)})
     assert len(lines) == 1
-    assert lines[0].startswith("error: node not found: gemini (--agent gemini) is a Node.js")
+    assert lines[0].startswith("error agent_not_ready: node not found: gemini (--agent gemini) is a Node.js")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the check is about running as root")
@@ -100,8 +100,8 @@ def test_codex_without_bwrap_and_with_tmpdir_under_tmp_names_both(
     _fake_node(fake)
     lines = _refused(connected, "codex", {"PATH": str(fake), "TMPDIR": "/tmp/"})
     assert len(lines) == 2
-    assert lines[0].startswith("error: bwrap not found on PATH: Codex's sandbox needs bubblewrap")
-    assert lines[1].startswith("error: TMPDIR=/tmp/: Codex's sandbox needs a TMPDIR of its own, not /tmp itself")
+    assert lines[0].startswith("error agent_not_ready: bwrap not found on PATH: Codex's sandbox needs bubblewrap")
+    assert lines[1].startswith("error agent_not_ready: TMPDIR=/tmp/: Codex's sandbox needs a TMPDIR of its own, not /tmp itself")
 
 
 def test_codex_with_tmpdir_unset_is_told_to_set_one(connected: Connected, tmp_path: Path) -> None:
@@ -119,9 +119,9 @@ def test_codex_with_tmpdir_unset_is_told_to_set_one(connected: Connected, tmp_pa
         timeout=60,
     )
     assert proc.returncode == 1
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error ")]
     assert errors == [
-        "error: TMPDIR is not set: Codex's sandbox needs a TMPDIR of its own, not /tmp itself "
+        "error agent_not_ready: TMPDIR is not set: Codex's sandbox needs a TMPDIR of its own, not /tmp itself "
         "(e.g. mkdir -p ~/.cache/tmp && export TMPDIR=~/.cache/tmp)"
     ]
 

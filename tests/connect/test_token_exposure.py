@@ -274,7 +274,7 @@ def test_a_token_file_open_to_other_users_is_refused_in_one_line_and_nothing_sta
                  "--token-file", str(token_file))
     assert p.returncode == 1  # EXIT_FINAL, as the CLI's final errors
     assert p.stderr.splitlines() == [
-        f"error: the token file {token_file} {REFUSED_MODE} (mode {mode:04o}); "
+        f"error not_configured: the token file {token_file} {REFUSED_MODE} (mode {mode:04o}); "
         f"run `chmod 600 {token_file}`"
     ]
     assert not (tmp_path / "ws").exists()  # nothing started: no workspace, no agent
@@ -291,7 +291,7 @@ def test_a_token_file_of_another_user_is_refused(
                  "--token-file", str(token_file))
     assert p.returncode == 1
     assert p.stderr.splitlines() == [
-        f"error: the token file {token_file} belongs to uid {nobody.uid}, not to you (uid 0); "
+        f"error not_configured: the token file {token_file} belongs to uid {nobody.uid}, not to you (uid 0); "
         "use a file of your own, mode 0600"
     ]
     assert not (tmp_path / "ws").exists()
@@ -314,7 +314,7 @@ def test_a_token_file_the_agent_reads_or_delivers_from_is_refused(
                  "--token-file", str(token_file))
     assert p.returncode == 1
     assert p.stderr.splitlines() == [
-        f"error: the token file {token_file} is inside {root}, which the agent reads and can "
+        f"error not_configured: the token file {token_file} is inside {root}, which the agent reads and can "
         "deliver from; keep it outside (docs/connect.md)"
     ]
     assert not (tmp_path / "ws").exists()

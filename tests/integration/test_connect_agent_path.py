@@ -68,4 +68,35 @@ def test_a_script_that_is_not_there_is_a_start_error_naming_it(
     assert p.returncode == 1, p.stderr
     lines = p.stderr.splitlines()
     assert len(lines) == 1 and "examples/no_such_agent.py" in lines[0], p.stderr
+    assert lines[0].startswith("error agent_not_ready: "), p.stderr
     assert str(ROOT) in lines[0] and "agent started" not in p.stderr
+
+
+def test_a_repo_that_is_not_there_is_named_with_what_repo_means(tmp_path: Path) -> None:
+    # A command line that does not parse, as every command says it (docs/cli.md "The
+    # contract", rules 1 and 4): the path given, and what --repo names.
+    missing = tmp_path / "work"
+    p = agentpost(
+        None, "connect", "--agent", "true", "--repo", str(missing), token="ap_x", check=False
+    )
+    assert p.returncode == 2, p.stderr
+    (line,) = p.stderr.splitlines()
+    assert line.startswith(f"error usage_error: --repo {missing}: no such directory"), line
+    assert "--repo names the agent's working directory" in line
+    missing.write_text("")
+    p = agentpost(
+        None, "connect", "--agent", "true", "--repo", str(missing), token="ap_x", check=False
+    )
+    (line,) = p.stderr.splitlines()
+    assert f"--repo {missing} is a file" in line and "working directory" in line
+
+
+def test_every_start_problem_is_one_error_line_with_its_code(tmp_path: Path) -> None:
+    p = agentpost(None, "connect", "--repo", str(tmp_path), "--turn-timeout", "0", check=False)
+    assert p.returncode == 1, p.stderr  # a missing token is no command line problem: exit 1
+    assert p.stderr.splitlines() == [
+        "error not_configured: a token is required (--token-file, AGENTPOST_TOKEN_FILE or "
+        "AGENTPOST_TOKEN)",
+        "error usage_error: --agent is required (or --a2a URL for a remote A2A agent)",
+        "error usage_error: --turn-timeout must be positive",
+    ]

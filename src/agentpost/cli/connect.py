@@ -139,7 +139,9 @@ def connect(
     # included) can read this process's memory, environ or fds (docs/connect.md "What the
     # agent can reach"). Python's start before this line is the one window left.
     dumpable = not forbid_dumping()
-    problems = []
+    # Each start problem is (CODE, message), said as every command says an error
+    # (docs/cli.md "The contract", rule 1); all of them at once, so one run shows them all.
+    problems: list[tuple[str, str]] = []
     token_on_argv = secrets.on_argv(ctx, "token")
     if token_on_argv and not secrets.on_argv(ctx, "token_file"):
         token_file = None  # the flag beats AGENTPOST_TOKEN_FILE
@@ -151,12 +153,15 @@ def connect(
             file_on_argv=secrets.on_argv(ctx, "token_file"),
         )
     except secrets.SecretRefused as exc:
-        problems.append(exc.message)
+        problems.append((NOT_CONFIGURED, exc.message))
         token = ""
     else:
         if not token:
             problems.append(
-                "a token is required (--token-file, AGENTPOST_TOKEN_FILE or AGENTPOST_TOKEN)"
+                (
+                    NOT_CONFIGURED,
+                    "a token is required (--token-file, AGENTPOST_TOKEN_FILE or AGENTPOST_TOKEN)",
+                )
             )
     # The Worker's own environment forgets it, so no child it ever starts inherits it. This
     # does not change what /proc/<pid>/environ shows (the block this process started with):
@@ -164,39 +169,44 @@ def connect(
     for name in (secrets.TOKEN_ENV, secrets.TOKEN_FILE_ENV):
         os.environ.pop(name, None)
     if token_file is not None:
-        problems += _agent_reaches(token_file, [*(r for r in [repo] if r), *egress_roots])
+        exposed = _agent_reaches(token_file, [*(r for r in [repo] if r), *egress_roots])
+        problems += [(NOT_CONFIGURED, p) for p in exposed]
+    usage: list[str] = []
     if agent_cmd and a2a_url:
-        problems.append("--agent and --a2a name the agent twice: give one")
+        usage.append("--agent and --a2a name the agent twice: give one")
     elif not agent_cmd and not a2a_url:
-        problems.append("--agent is required (or --a2a URL for a remote A2A agent)")
+        usage.append("--agent is required (or --a2a URL for a remote A2A agent)")
     if a2a_token_file is not None and not a2a_url:
-        problems.append("--a2a-token-file goes with --a2a")
-    if repo is None or not repo.is_dir():
-        problems.append("--repo must be an existing directory")
+        usage.append("--a2a-token-file goes with --a2a")
+    usage += _repo_problems(repo)
     argv: list[str] = []
     if a2a_url and not agent_cmd:
         argv, found = _a2a_agent(a2a_url, a2a_token_file, token_file)
-        problems += found
+        usage += found
     if agent_cmd:  # a known agent's needs are named here, before the lease or the agent
         command = known_agents.resolve(agent_cmd, os.environ, os.geteuid())
         argv = command.argv
-        problems += command.problems
+        problems += [(AGENT_NOT_READY, p) for p in command.problems]
         if command.known is None and not command.problems:
             argv, missing = _here(argv, Path.cwd())
-            problems += missing
+            problems += [(AGENT_NOT_READY, p) for p in missing]
         for note in command.notes:
             err_console.print(f"note: {note}", highlight=False)
     for root in egress_roots:
         if not root.is_dir():
-            problems.append(f"--egress-root {root} is not a directory")
+            usage.append(f"--egress-root {root} is not a directory")
     if turn_timeout <= 0:
-        problems.append("--turn-timeout must be positive")
+        usage.append("--turn-timeout must be positive")
     if hub_timeout <= 0:
-        problems.append("--hub-timeout must be positive")
+        usage.append("--hub-timeout must be positive")
+    problems += [(USAGE_ERROR, p) for p in usage]
     if problems:
-        for p in problems:
-            err_console.print(f"error: {p}")
-        sys.exit(EXIT_FINAL)
+        for code, p in problems:
+            err_console.print(f"error {code}: {p}", markup=False, highlight=False)
+        # Only a command line that does not parse is exit 2 (rule 3); anything else to fix
+        # in the setup first (a token, an agent not installed) makes the whole start exit 1.
+        only_usage = all(code == USAGE_ERROR for code, _ in problems)
+        sys.exit(EXIT_USAGE if only_usage else EXIT_FINAL)
     assert repo is not None and token is not None
     if workspace_dir is None:
         workspace_dir = _default_workspace(hub, token, hub_timeout)
@@ -208,7 +218,12 @@ def connect(
             stream = open(log_file, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
             os.chmod(log_file, 0o600)
         except OSError as exc:
-            err_console.print(f"error: cannot write the log {log_file}: {exc.strerror or exc}")
+            err_console.print(
+                f"error log_unwritable: cannot write the log {log_file}: {exc.strerror or exc} "
+                "(give --log another file)",
+                markup=False,
+                highlight=False,
+            )
             sys.exit(EXIT_FINAL)
         err_console.print(f"agentpost connect: logging to {log_file}", highlight=False)
     else:
@@ -245,9 +260,29 @@ def connect(
     try:
         code = run_worker(config)
     except WorkspaceError as exc:
-        err_console.print(f"error: {exc}")
+        err_console.print(f"error no_worker_folder: {exc}", markup=False, highlight=False)
         sys.exit(EXIT_FINAL)
     sys.exit(code)
+
+
+# The codes of `connect`'s start check (docs/connect.md "Starting").
+USAGE_ERROR = "usage_error"
+NOT_CONFIGURED = "not_configured"
+AGENT_NOT_READY = "agent_not_ready"
+
+
+def _repo_problems(repo: Path | None) -> list[str]:
+    """--repo names the agent's working directory, which must exist: said with the path."""
+    if repo is None:
+        return ["--repo is required: it names the agent's working directory (an existing folder)"]
+    if not repo.exists():
+        return [
+            f"--repo {repo}: no such directory; --repo names the agent's working directory, "
+            "which must exist (create it, or name another)"
+        ]
+    if not repo.is_dir():
+        return [f"--repo {repo} is a file; --repo names the agent's working directory (a folder)"]
+    return []
 
 
 # What names a script an interpreter runs (`python3 examples/echo_agent.py`).
