@@ -95,6 +95,17 @@ def test_rename_machine_moves_both_refs_deletes_the_old_ones_and_mail_follows(
     assert old_env.json["error"]["code"] == "machine_changed"
 
 
+def test_a_rename_with_no_mail_to_move_says_it_published(
+    network: Network, two_machines: tuple[Clone, Clone]
+) -> None:
+    a, _ = two_machines  # a never sent or acked: only its presence is on the remote
+    assert "refs/agentpost/mail/ma" not in network.remote_refs()
+    renamed = a.mail("rename-machine", "laptop", "--json").json
+    assert renamed["published"] is True
+    refs = network.remote_refs()
+    assert "refs/agentpost/presence/laptop" in refs and "refs/agentpost/presence/ma" not in refs
+
+
 def test_rename_waits_for_unacknowledged_notes_unless_forced(
     two_machines: tuple[Clone, Clone],
 ) -> None:

@@ -37,6 +37,7 @@ class PublishOutcome:
     published: bool  # the mail ref reached the remote in this call
     attempted: bool  # something needed pushing
     detail: str
+    pushed: bool = False  # whatever needed pushing (presence, mail, deletions) reached it
 
 
 def presence_doc(ctx: MailContext, state: MailState, key: MachineKey, now: datetime) -> PresenceDoc:
@@ -104,7 +105,9 @@ def publish(
             file=sys.stderr,
         )
     save_marks(ctx.paths.state, marks)
-    return PublishOutcome(result.ok and mail_ref(ctx.machine) in changed, True, result.detail)
+    return PublishOutcome(
+        result.ok and mail_ref(ctx.machine) in changed, True, result.detail, pushed=result.ok
+    )
 
 
 def _former_refs(ctx: MailContext, view: RemoteView, key: MachineKey) -> list[str]:

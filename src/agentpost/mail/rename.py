@@ -91,7 +91,10 @@ def rename_machine(ctx: MailContext, new: str, *, force: bool = False) -> Rename
         for ref in (presence_ref(old), mail_ref(old)):
             ctx.git.delete_ref(ref)
         outcome = publish(ctx, state, view, now)
-        return RenameResult(new, old, outcome.published, [str(env["id"]) for env in pending])
+        # `published` says the rename reached the remote (presence under NEW, the old refs
+        # gone), whether or not this clone had a mail ref to move.
+        withdrawn = [str(env["id"]) for env in pending]
+        return RenameResult(new, old, outcome.pushed, withdrawn)
 
 
 @dataclass(frozen=True)
