@@ -32,12 +32,23 @@ def test_hub_down_is_hub_unreachable_and_retryable_and_a_retry_later_posts_once(
     down.hub_url = _closed_port_url()
 
     async def scenario(c: Client) -> Any:
-        return [await call(c, "post_message", args), await call(c, "read_inbox")]
+        return [
+            await call(c, "post_message", args),
+            await call(c, "ack_inbox", {"cursor": 1}),
+            await call(c, "list_rooms"),
+        ]
 
-    for err, body in down.run(scenario):
+    posted, acked, listed = down.run(scenario)
+    for err, body in (posted, acked, listed):
         assert err and body["error"]["code"] == "hub_unreachable"
         assert body["error"]["retryable"] is True
-        assert "same idempotency_key" in body["error"]["message"]
+        assert "?." not in body["error"]["message"]  # the client's question ends its sentence
+    # Said for the kind of tool: a post may have happened, a read changed nothing.
+    assert "The post_message may or may not have posted" in posted[1]["error"]["message"]
+    assert "same idempotency_key" in posted[1]["error"]["message"]
+    assert "ack_inbox may or may not have taken effect" in acked[1]["error"]["message"]
+    said = listed[1]["error"]["message"]
+    assert "Nothing changed (list_rooms only reads)" in said and "posted" not in said
     assert events_of(setup) == []
 
     async def retry(c: Client) -> Any:
@@ -96,6 +107,22 @@ def test_no_token_is_final_and_names_agentpost_token(mcp_server: Callable[..., M
     err, body = mcp_server(member=None).run(scenario)
     assert err and body["error"]["code"] == "unauthorized"
     assert "AGENTPOST_TOKEN is not set" in body["error"]["message"]
+    assert "--token-file FILE" in body["error"]["message"]  # the way that keeps it off argv
+
+
+def test_a_path_outside_the_roots_is_refused_as_that_with_the_hub_down(
+    setup: Setup, mcp_server: Callable[..., McpServer], tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    down = mcp_server(roots=[root])
+    down.hub_url = _closed_port_url()
+
+    async def scenario(c: Client) -> Any:
+        return await call(c, "upload_file", {"room": setup.room, "path": "/etc/passwd"})
+
+    err, body = down.run(scenario)
+    assert err and body["error"]["code"] == "path_outside_roots", body
 
 
 def test_a_removed_member_is_refused_at_once_and_nothing_is_posted(

@@ -39,6 +39,7 @@ class ToolSpec:
     args: type[msgspec.Struct]
     idempotent: bool = False  # the same call again changes nothing more: idempotentHint
     read_only: bool = False  # changes nothing on the hub at all: readOnlyHint
+    posts: bool = False  # puts an event in a room, under an idempotency key
 
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -47,6 +48,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Post a message to a room (by id or name); @name mentions wake members." + _KEY_ADVICE,
         a.PostMessageArgs,
         idempotent=True,
+        posts=True,
     ),
     ToolSpec(
         "reply",
@@ -55,6 +57,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "the delegator once." + _KEY_ADVICE,
         a.ReplyArgs,
         idempotent=True,
+        posts=True,
     ),
     ToolSpec(
         "send_to_thread",
@@ -62,6 +65,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "the thread and to you, so the same call again reports the first delivery.",
         a.SendToThreadArgs,
         idempotent=True,
+        posts=True,
     ),
     ToolSpec(
         "ensure_thread",
@@ -76,6 +80,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "the server's --allow-root directories, reached without symlinks or `..`." + _KEY_ADVICE,
         a.UploadFileArgs,
         idempotent=True,
+        posts=True,
     ),
     ToolSpec(
         # Not read-only: the hub marks what it hands out as `read` in its delivery state.

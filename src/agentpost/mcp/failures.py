@@ -3,7 +3,8 @@ model knows whether calling again could help. Hub errors are translated here, on
 
     ToolFailure              code, message, retryable
       from_hub(HubError)     the client's code and retryable; a refused token names
-                             AGENTPOST_TOKEN; "no answer" says that the same call is safe
+                             AGENTPOST_TOKEN; "no answer" says what the call may have
+                             done, by the tool's kind (reads, posts, other changes)
       from_egress(...)       a file refused by the egress roots (never retryable)
       token_refused(...)     the --token-file could not be used: every call says so
     UnknownTool              no such tool: a protocol error (-32602), not a tool's failure
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from agentpost.client import HubError, HubUnreachable
 from agentpost.egress import EgressRefused
+from agentpost.mcp.catalog import ToolSpec
 
 INVALID_ARGUMENTS = "invalid_arguments"
 UNAUTHORIZED = "unauthorized"
@@ -43,7 +45,7 @@ class UnknownTool(Exception):
         self.name = name
 
 
-def from_hub(exc: HubError, hub: str) -> ToolFailure:
+def from_hub(exc: HubError, hub: str, spec: ToolSpec) -> ToolFailure:
     if exc.status == 401 or exc.code == UNAUTHORIZED:
         return ToolFailure(
             UNAUTHORIZED,
@@ -55,13 +57,26 @@ def from_hub(exc: HubError, hub: str) -> ToolFailure:
             exc.code, f"{exc.message} (the member of AGENTPOST_TOKEN); nothing was done"
         )
     if isinstance(exc, HubUnreachable):
-        return ToolFailure(
-            exc.code,
-            f"{exc.message}. If this was a post, it may or may not have happened: call again "
-            "with the same arguments (and the same idempotency_key), which never posts twice",
-            True,
-        )
+        said = exc.message.rstrip(".")
+        said += "" if said.endswith("?") else "."
+        return ToolFailure(exc.code, f"{said} {_after_no_answer(spec)}", True)
     return ToolFailure(exc.code, exc.message, exc.retryable)
+
+
+def _after_no_answer(spec: ToolSpec) -> str:
+    """What a call without an answer may have done, said for the kind of tool it was: only
+    a call that changes something can have half happened (docs/mcp.md "Failures")."""
+    if spec.read_only:
+        return f"Nothing changed ({spec.name} only reads): call it again once the hub answers"
+    if spec.posts:
+        return (
+            f"The {spec.name} may or may not have posted: call it again with the same "
+            "arguments (and the same idempotency_key), which never posts twice"
+        )
+    return (
+        f"The {spec.name} may or may not have taken effect: calling it again with the same "
+        "arguments is safe"
+    )
 
 
 def from_egress(exc: EgressRefused) -> ToolFailure:
@@ -71,7 +86,9 @@ def from_egress(exc: EgressRefused) -> ToolFailure:
 def no_token() -> ToolFailure:
     return ToolFailure(
         UNAUTHORIZED,
-        "AGENTPOST_TOKEN is not set: the MCP server needs a member token in its environment",
+        "AGENTPOST_TOKEN is not set and no --token-file was given: start `agentpost mcp "
+        "--token-file FILE` (a file of yours, mode 0600; or env AGENTPOST_TOKEN_FILE), or set "
+        "AGENTPOST_TOKEN in its environment, to the member token it acts with",
     )
 
 

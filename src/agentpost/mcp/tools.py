@@ -138,7 +138,7 @@ class Toolbox:
         except ToolFailure as exc:
             return exc
         except HubError as exc:
-            return from_hub(exc, self.hub.hub)
+            return from_hub(exc, self.hub.hub, spec)
         except EgressRefused as exc:
             return from_egress(exc)
         except Exception:  # the server must answer every call; the crash is logged
@@ -219,10 +219,12 @@ class Toolbox:
         return {**msgspec.to_builtins(t), "room": t.thread_id}
 
     async def upload_file(self, args: a.UploadFileArgs) -> dict[str, Any]:
-        room = await self.room_id(args.room)
-        caption = (args.caption or "").strip()
+        # The path is judged before the hub is asked anything: a file outside the roots is
+        # refused as that (path_outside_roots), whether the hub answers or not.
         opened = self.roots.open_path(_absolute(args.path, self.roots))
+        caption = (args.caption or "").strip()
         with os.fdopen(opened.fd, "rb") as f:  # the bytes come from the judged descriptor
+            room = await self.room_id(args.room)
             digest = _sha256(f)
             key, source = keys.key_for(
                 self.session_id,
