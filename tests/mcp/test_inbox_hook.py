@@ -23,6 +23,7 @@ class Hook:
         self.state = state
         self.token: str | None = setup.tokens[member]
         self.hub = setup.hub.url
+        self.env: dict[str, str] = {}
 
     def __call__(
         self,
@@ -35,6 +36,8 @@ class Hook:
         hand, stdin empty)."""
         env = {**os.environ, "AGENTPOST_HUB": self.hub, "XDG_STATE_HOME": str(self.state)}
         env.pop("AGENTPOST_TOKEN", None)
+        env.pop("AGENTPOST_HOME", None)  # the state goes to XDG_STATE_HOME unless a test says
+        env.update(self.env)
         if self.token is not None:
             env["AGENTPOST_TOKEN"] = self.token
         if now is not None:
@@ -176,6 +179,19 @@ def test_the_state_file_is_private_and_holds_no_token(setup: Setup, hook: Hook) 
     assert stat.S_IMODE(files[0].stat().st_mode) == 0o600
     assert setup.tokens["bot"] not in files[0].read_text()
     assert setup.tokens["bot"] not in files[0].name
+
+
+def test_the_state_is_kept_under_agentpost_home_when_it_is_set(
+    setup: Setup, hook: Hook, tmp_path: Path
+) -> None:
+    _post(setup, "alice", "@bot x")
+    home = tmp_path / "home"
+    hook.env = {"AGENTPOST_HOME": str(home)}
+    assert "@bot x" in hook("session-start").stdout
+    assert len(list((home / "inbox-hook").glob("*.json"))) == 1
+    assert not (hook.state / "agentpost").exists(), "nothing outside AGENTPOST_HOME"
+    again = hook("session-start")
+    assert "@bot x" not in again.stdout, "the state under AGENTPOST_HOME is the one read"
 
 
 def test_the_token_can_come_from_a_file_instead_of_the_environment(

@@ -2,7 +2,8 @@
 hub wake-ups (docs/mcp.md: an MCP notification never starts a turn in an idle agent).
 
 Each wake-up is shown once per agent session: what was shown is remembered in a small
-state file per (hub, token, session) under `$XDG_STATE_HOME/agentpost/inbox-hook/` (0600),
+state file per (hub, token, session) under `$AGENTPOST_HOME/inbox-hook/` when that is set,
+else `$XDG_STATE_HOME/agentpost/inbox-hook/` (0600),
 the session being the `session_id` of the JSON the client writes on the hook's stdin
 (Claude Code, Codex, Gemini CLI), or one per (hub, token) without it. A new session is shown
 every wake-up the hub still holds unacknowledged; the hub's cursor moves only with `--ack`.
@@ -75,6 +76,12 @@ class Shown:
 
 
 def state_dir() -> Path:
+    """`$AGENTPOST_HOME/inbox-hook/` when AGENTPOST_HOME is set: a home that names where
+    agentpost keeps its files keeps these too (a test, a second setup, a container volume);
+    else `$XDG_STATE_HOME/agentpost/inbox-hook/` (default ~/.local/state/…)."""
+    home = os.environ.get("AGENTPOST_HOME")
+    if home:
+        return Path(home) / "inbox-hook"
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "agentpost" / "inbox-hook"
 
