@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from clirun import agentpost, json_error
-from hubproc import HubProcess, Setup, make_setup
+from hubproc import HubProcess, Setup, fresh_workspace, make_setup
 
 
 @pytest.fixture
@@ -60,6 +60,33 @@ def test_room_list_archive_and_participants(setup: Setup) -> None:
     assert ops["archived"] == "yes"
     agentpost(hub, "room", "unarchive", "ops", token=alice)
     agentpost(hub, "post", "ops", "-t", "hi", token=alice)
+
+
+def test_a_softly_removed_member_leaves_the_participant_lists(setup: Setup) -> None:
+    own = make_setup(setup.hub, ["alice", "carol"], ["bot"], workspace=fresh_workspace())
+    hub, alice = own.hub, own.tokens["alice"]
+    agentpost(hub, "admin", "member", "remove", own.workspace, "bot")  # soft: the row stays
+    with hub.client(alice) as c:
+        assert c.get(f"/v1/rooms/{own.room}").json()["room"]["participants"] == ["alice", "carol"]
+    listed = _json(agentpost(hub, "room", "list", "--json", token=alice))["rooms"]
+    assert listed[0]["participants"] == ["alice", "carol"]
+    after = _json(agentpost(hub, "room", "remove", "general", "carol", "--json", token=alice))
+    assert after["room"]["participants"] == ["alice"]
+
+
+def test_removing_participants_says_what_a_person_would_not_guess(setup: Setup) -> None:
+    own = make_setup(setup.hub, ["alice", "carol"], [], workspace=fresh_workspace())
+    hub, alice, carol = own.hub, own.tokens["alice"], own.tokens["carol"]
+    other = agentpost(hub, "room", "remove", "general", "carol", token=alice).stdout
+    assert other.strip() == f"took carol out of general ({own.room}); still in it: alice"
+    agentpost(hub, "room", "add", "general", "carol", token=alice)
+    left = agentpost(hub, "room", "remove", "general", "alice", token=alice).stdout
+    assert left.startswith(f"you left general ({own.room}): it is no longer in your `room list`")
+    last = agentpost(hub, "room", "remove", own.room, "carol", token=carol).stdout
+    assert "no participants are left" in last and "the admin can add members back" in last
+    assert _json(agentpost(hub, "room", "list", "--json", token=carol))["rooms"] == []
+    back = agentpost(hub, "room", "add", own.room, "carol", token=hub.admin_token)
+    assert "general" in back.stdout  # as the last line said: the admin token adds them back
 
 
 def test_whoami(setup: Setup) -> None:

@@ -25,7 +25,7 @@ from agentpost.cli.common import (
     table,
 )
 from agentpost.cli.rooms import room
-from agentpost.client import HubClient, Room
+from agentpost.client import HubClient, HubRefused, Room
 
 
 def own_workspace(c: HubClient, workspace: str | None) -> str:
@@ -87,16 +87,46 @@ def _participant_command(present: bool) -> click.Command:
     @hub_options
     @json_option
     def command(room_ref: str, name: str, hub: str, token: str | None, as_json: bool) -> None:
+        me: str | None = None
         with hub_errors(as_json), client(hub, token) as c:
             r = c.set_participant(c.resolve_room(room_ref), name, present)
+            if not present and not as_json:
+                me = _my_name(c)
         emit(
             as_json,
             {"room": msgspec.to_builtins(r)},
-            lambda: say(f"{r.name} ({r.id}): {', '.join(r.participants)}"),
+            lambda: say(_participants_said(r, name, present, me)),
         )
 
     command.__doc__ = "Add member NAME to ROOM." if present else "Take member NAME out of ROOM."
     return room.command("add" if present else "remove")(command)
+
+
+def _my_name(c: HubClient) -> str | None:
+    """The caller's member name; None for the admin token, which is no member."""
+    try:
+        return str(c.me()["member"]["name"])
+    except HubRefused:
+        return None
+
+
+def _participants_said(r: Room, name: str, added: bool, me: str | None) -> str:
+    """Who is in the room now, and what a removal did that a person would not guess: that
+    the room left their `room list`, or that nobody is left in it (docs/cli.md "Rooms")."""
+    now = ", ".join(r.participants)
+    if added:
+        return f"{r.name} ({r.id}): {now}"
+    if not r.participants:
+        return (
+            f"took {name} out of {r.name} ({r.id}): no participants are left. The room and its "
+            "events are kept, but it is in nobody's `room list` now; the admin can add members "
+            f"back (`agentpost room add {r.id} NAME` with the admin token)"
+        )
+    if name == me:
+        return (
+            f"you left {r.name} ({r.id}): it is no longer in your `room list`; still in it: {now}"
+        )
+    return f"took {name} out of {r.name} ({r.id}); still in it: {now}"
 
 
 def retention_lines(who: str, kept: dict[str, object]) -> None:

@@ -218,11 +218,13 @@ def remove_participant(db: Db, room_id: str, member_id: str) -> bool:
 
 
 def participant_names(db: Db, room_id: str) -> list[str]:
-    """Every participant's name, softly removed members too: a soft removal keeps the member's
-    row and its rooms (only a hard one deletes them). Who is active: `active_members`."""
+    """The names of the room's participants that are active members. A soft removal keeps
+    the member's row and its rooms (only a hard one deletes them), but a removed member takes
+    part in nothing: listed, it would read as present, and its name may belong to a new
+    member by now."""
     rows = db.all(
         "SELECT m.name FROM participants p JOIN members m ON m.id = p.member_id"
-        " WHERE p.room_id = ? ORDER BY m.name",
+        " WHERE p.room_id = ? AND m.status = 'active' ORDER BY m.name",
         (room_id,),
     )
     return [r[0] for r in rows]
