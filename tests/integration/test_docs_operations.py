@@ -65,4 +65,7 @@ def test_docs_operations_md_runs_as_written(hub: HubProcess, tmp_path: Path) -> 
         "workspace acme keeps events for ever (set here)",
         "workspace acme keeps files for ever (set here)",
     ]
-    assert "error forbidden: the workspace keeps events for 31536000 s" in p.stderr
+    # Said in days, as the user gave it (365d), never as the wire's 31536000 seconds.
+    assert "error forbidden: the workspace keeps events for 365 days: a participant may keep " \
+        "them for less (not for ever)" in p.stderr
+    assert "31536000" not in p.stderr

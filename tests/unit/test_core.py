@@ -127,3 +127,14 @@ def test_redact_keeps_file_paths_and_hides_a_key_inside_one() -> None:
     key = "Zm9vYmFyYmF6cXV4cXV1eHF1dXhxdXV4cXV1eHF1"
     assert key not in redact(f"/home/me/{key}.txt")
     assert key not in redact(f"secret {key}/{key}")
+
+
+def test_durations_are_said_in_the_largest_unit_that_divides_them() -> None:
+    from agentpost.core.durations import in_words
+
+    assert in_words(365 * 86400) == "365 days"
+    assert in_words(86400) == "1 day"
+    assert in_words(12 * 3600) == "12 hours"
+    assert in_words(90 * 60) == "90 minutes"
+    assert in_words(45) == "45 seconds"
+    assert in_words(0) == "for ever"

@@ -7,6 +7,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from agentpost.core.durations import in_words
 from agentpost.core.errors import AuthError, Code, RequestError
 from agentpost.hub import auth
 from agentpost.hub.decode import read_json
@@ -294,15 +295,16 @@ def _member_may_keep(db: Db, workspace_id: str, events: int | None, media: int |
         if mine is not None and 0 < mine < MIN_MEMBER_KEEP:
             raise AuthError(
                 Code.FORBIDDEN,
-                f"a participant keeps a room's {what} for a day ({MIN_MEMBER_KEEP} s) or more; "
-                "shorter is the admin's",
+                f"a participant keeps a room's {what} for a day or more (not "
+                f"{in_words(mine)}); shorter is the admin's",
                 field=field,
             )
         if policy and mine is not None and (mine == 0 or mine > policy):
+            asked = "for ever" if mine == 0 else f"for {in_words(mine)}"
             raise AuthError(
                 Code.FORBIDDEN,
-                f"the workspace keeps {what} for {policy} s: a participant may keep them for "
-                "less, only the admin for longer",
+                f"the workspace keeps {what} for {in_words(policy)}: a participant may keep "
+                f"them for less (not {asked}), only the admin for longer",
                 field=field,
             )
 
