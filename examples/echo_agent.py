@@ -10,7 +10,8 @@ the first word that is no @mention decides):
 - `ask …`       answers with a question: the final message carries
                 `_meta["ag2/reply_kind"] = "needs_input"`;
 - `later NAME …` answers now, then delivers a file NAME and a text into the room after
-                its Turn, with `_ag2/deliver` (docs/deliver.md), sending the same request
+                its Turn, with `_ag2/deliver` (docs/deliver.md), under a delivery id of its
+                own (each `later` is new work, in any room), sending the same request
                 three times as an agent whose answers got lost would, each echoing the
                 `turn` of the Turn that asked for it; results are printed on stderr as
                 `delivery result: {...}`;
@@ -63,7 +64,7 @@ class EchoAgent:
         return NewSessionResponse(session_id=session_id)
 
     async def deliver_later(
-        self, session_id: str, binding: dict[str, Any], name: str, text: str
+        self, session_id: str, binding: dict[str, Any], name: str, text: str, work: str
     ) -> None:
         await asyncio.sleep(0.5)  # the work "finishes" after the Turn
         path = Path(binding["export_dir"]) / name
@@ -74,7 +75,10 @@ class EchoAgent:
             # Whose work this is: the `turn` of the Turn that asked for it, never that of
             # whichever Turn runs when it finishes (docs/deliver.md "Whose work it is").
             "turn": binding.get("turn"),
-            "id": f"later-{name}",
+            # One id per piece of work, kept across its resends: an id names one delivery
+            # for the Worker's whole ledger, so `later out.txt` asked again (here or in
+            # another room) is new work, not a resend of the first (docs/deliver.md).
+            "id": f"later-{name}-{work}",
             "parts": [{"type": "file", "path": str(path)}, {"type": "text", "text": f"{name} is ready"}],
         }
         for _ in range(3):  # a resend gets the same answer, never a second post
@@ -116,7 +120,8 @@ class EchoAgent:
             if not isinstance(binding, dict):
                 await self.say(session_id, update_agent_message(text_block("no binding: cannot deliver")))
                 return PromptResponse(stop_reason="end_turn")
-            task = asyncio.create_task(self.deliver_later(session_id, binding, words[1], text))
+            work = uuid.uuid4().hex[:12]
+            task = asyncio.create_task(self.deliver_later(session_id, binding, words[1], text, work))
             self.later.add(task)
             task.add_done_callback(self.later.discard)
             await self.say(session_id, update_agent_message(text_block(f"{words[1]} will follow")))

@@ -60,6 +60,18 @@ def test_example_agent_delivers_a_file_and_a_text_once_after_three_sends(c_echo:
     assert "delivery (_ag2/deliver): enabled" in w.log()
 
 
+def test_example_agent_delivers_each_later_asked_not_only_the_first(c_echo: Connected) -> None:
+    # A delivery id names one piece of work for the Worker's whole ledger: the example agent
+    # makes one per `later`, so the same NAME asked again is delivered again (it was once).
+    w = c_echo.workers[0]
+    for _ in range(2):
+        e = c_echo.say("alice", "@bot later twice.txt")
+        assert c_echo.wait_reply(e["id"])["text"] == "twice.txt will follow"
+    wait_for(lambda: w.log().count("delivery later-twice.txt-") == 6)
+    texts = [x for x in c_echo.events() if x["text"] == "twice.txt is ready"]
+    assert len(texts) == 2
+
+
 def test_delivered_covers_every_part_files_first_with_expires_at(c_trick: Connected) -> None:
     b = _binding(c_trick)
     Path(b["export_dir"], "a.txt").write_text("A")
