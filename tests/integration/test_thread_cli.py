@@ -180,8 +180,9 @@ def test_failures_map_to_codes_and_leave_the_key_unused(setup: Setup, tmp_path: 
     url, alice, carol = setup.hub.url, setup.tokens["alice"], setup.tokens["carol"]
     thread = thread_for(setup, "alice", "alice-home")
 
-    # Empty message (blank after trimming), by text and by file.
-    refused(send(url, alice, thread, "-k", "k1", "--text", "  \n"), "invalid_request", 1, False)
+    # Empty message (blank after trimming): a blank --text is a command line that does not
+    # parse, as for `post` and `mail send` (docs/cli.md rule 4); an empty file is refused.
+    refused(send(url, alice, thread, "-k", "k1", "--text", "  \n"), "usage_error", 2, False)
     empty = tmp_path / "empty.txt"
     empty.write_text("\n")
     refused(
@@ -211,12 +212,12 @@ def test_failures_map_to_codes_and_leave_the_key_unused(setup: Setup, tmp_path: 
         1,
         False,
     )
-    # Neither or both of --text and --message-file.
-    refused(send(url, alice, thread, "-k", "k1"), "invalid_request", 1, False)
+    # Neither or both of --text and --message-file: usage errors (rule 4).
+    refused(send(url, alice, thread, "-k", "k1"), "usage_error", 2, False)
     refused(
         send(url, alice, thread, "-k", "k1", "--text", "a", "--message-file", str(latin)),
-        "invalid_request",
-        1,
+        "usage_error",
+        2,
         False,
     )
     # A key over 255 bytes.
