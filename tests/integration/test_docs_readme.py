@@ -68,7 +68,7 @@ def test_readme_runs_as_written(hub: HubProcess, tmp_path: Path) -> None:
     assert statuses == ["created", "replayed"], out
     assert "\nreplayed ev_" in out, out  # the CLI's second keyed post
     assert "[report.txt 10B]" in out, out  # the media event, in `tail`
-    assert "alice: the build is green @bot" in out, out  # `tail`; --follow ran until stopped
+    assert "alice:\tthe build is green @bot" in out, out  # `tail` piped: tab-separated
     # The agent behind `connect` answered the curl post in scratch (Turns in different rooms
     # run side by side, so which room's reply lands first is not promised), once.
     replies = re.findall(r"(?m)^\d+\tev_\w+\t(\w+)\tbot\tmessage\t(.*)$", out)

@@ -436,6 +436,7 @@ def test_the_docs_table_is_the_clients_codes() -> None:
     for c in SEND_CODES:
         exit_code = 3 if c.code == "hub_unreachable" else 75 if c.retryable else 1
         expected[c.code] = (exit_code, c.key)
+    expected["usage_error"] = (2, "unused")  # the CLI's own: nothing is sent (docs/cli.md)
     assert rows == expected
 
 

@@ -20,7 +20,12 @@ class Probe(Deliveries):
         self.most = 0
 
     async def _decide(
-        self, binding: str, did: str, parts: list[dict[str, Any]], session: str | None
+        self,
+        binding: str,
+        did: str,
+        parts: list[dict[str, Any]],
+        session: str | None,
+        turn: str | None,
     ) -> dict[str, Any]:
         self.inside[did] = self.inside.get(did, 0) + 1
         self.most = max(self.most, self.inside[did])
