@@ -106,7 +106,7 @@ def test_docs_deploy_md_runs_as_written(engine: str, tmp_path: Path) -> None:
     statuses = re.findall(r"(?im)^idempotency-status: (\w+)", out)
     assert statuses == ["created", "replayed"], out + p.stderr
     # `agentpost tail general`: each message once, seq gap-free, the second through the survivor.
-    room = re.findall(r"(?m)^\s+(\d+) \S+ hana: (.*)$", out)
+    room = re.findall(r"(?m)^(\d+)\t\S+\thana:\t(.*)$", out)  # piped: tab-separated
     assert room == [("1", "hello"), ("2", "still served")], out + p.stderr
     killed = re.search(r"Killed\s+agentpost serve --port (\d+)", p.stderr)
     assert killed is not None and killed.group(1) == str(port2), p.stderr  # job 2: 8502's
