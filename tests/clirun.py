@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import hubproc
 from hubproc import HubProcess
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +34,7 @@ def agentpost(
     if token:
         full["AGENTPOST_TOKEN"] = token
     full.update(env or {})
-    p = subprocess.run(
+    p = _forked(list(args), full, stdin, timeout) or subprocess.run(
         [sys.executable, "-m", "agentpost", *args],
         capture_output=True,
         text=True,
@@ -44,6 +45,21 @@ def agentpost(
     if check:
         assert p.returncode == 0, p.stderr + p.stdout
     return p
+
+
+def _forked(
+    args: list[str], env: dict[str, str], stdin: str | None, timeout: float
+) -> subprocess.CompletedProcess[str] | None:
+    """The command as a fork of this worker's fork server (tests/forkserver.py), or None
+    where the server is off or the command needs a fresh interpreter."""
+    if not hubproc.FORK_SERVER:
+        return None
+    from forkserver import ForkServer
+
+    server = ForkServer.get()
+    if server is None or not server.fits(env):
+        return None
+    return server.run([sys.executable, "-m", "agentpost", *args], env, stdin, timeout)
 
 
 def json_error(p: subprocess.CompletedProcess[str]) -> dict[str, Any]:

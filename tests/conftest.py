@@ -23,6 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import hubproc  # noqa: E402
 from hubproc import HubProcess, Setup, fresh_workspace, make_setup  # noqa: E402
 from pgcluster import Cluster, server_binaries, server_lock  # noqa: E402
 
@@ -39,6 +40,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
+    # Hubs start as forks of a process that imported the hub once (tests/forkserver.py):
+    # real processes, a fraction of the CPU. AGENTPOST_TEST_FORK_SERVER=0 starts each fresh.
+    hubproc.FORK_SERVER = os.environ.get("AGENTPOST_TEST_FORK_SERVER", "1") != "0"
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -187,12 +191,16 @@ class SharedHubs:
         self._hubs: dict[str, HubProcess] = {}
         self._stack = ExitStack()
 
-    def get(self, engine: str | None, postgres: Postgres | None) -> HubProcess:
+    def get(
+        self, engine: str | None, postgres: Postgres | None, env: dict[str, str] | None = None
+    ) -> HubProcess:
         name = "sqlite" if engine is None else "postgres"
         if name not in self._hubs:
             db_url = None if engine is None else self._schema(postgres)
             hub = HubProcess(
-                self._tmp / name, env={"AGENTPOST_SSE_KEEPALIVE": "0.5"}, db_url=db_url
+                self._tmp / name,
+                env={"AGENTPOST_SSE_KEEPALIVE": "0.5", **(env or {})},
+                db_url=db_url,
             ).start()
             self._stack.callback(hub.stop)
             self._hubs[name] = hub
@@ -235,9 +243,12 @@ def shared_hub(
     module and engine, not per test). For tests that only need a hub and make their own
     workspace (`shared_setup`): never one that stops the hub, sets its flags or counts
     what is on it as a whole. Never in a module that restarts PostgreSQL
-    (`restart_postgres`): this hub holds the server lock shared for the module's life."""
+    (`restart_postgres`): this hub holds the server lock shared for the module's life.
+    A module whose tests all need one setting of the hub names it in `SHARED_HUB_ENV`
+    (a dict of environment variables at module level)."""
     pg: Postgres | None = request.getfixturevalue("postgres") if engine is not None else None
-    return _shared_hubs.get(engine, pg)
+    env: dict[str, str] | None = getattr(request.module, "SHARED_HUB_ENV", None)
+    return _shared_hubs.get(engine, pg, env)
 
 
 @pytest.fixture

@@ -11,10 +11,33 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 import httpx
 
 LISTENING = re.compile(r"agentpost hub listening on (http://\S+)")
+
+
+# The suite turns this on (tests/conftest.py): hubs start as forks of a server that has
+# imported the hub once (tests/forkserver.py), not as fresh interpreters.
+FORK_SERVER = False
+
+
+def _forked(args: list[str], env: dict[str, str], log: IO[str]) -> Any:
+    """`python ARGS` (`-m agentpost …`) forked from this worker's fork server, or None
+    where the server is off or cannot start it as a fresh interpreter would."""
+    if not FORK_SERVER or args[:2] != ["-m", "agentpost"]:
+        return None
+    from forkserver import ForkedProcess, ForkServer
+
+    server = ForkServer.get()
+    if server is None or not server.fits(env):
+        return None
+    read_end, write_end = os.pipe()
+    with open(os.devnull, "rb") as null:
+        pid = server.start(args[2:], env, os.getcwd(), null.fileno(), write_end, log.fileno())
+    os.close(write_end)
+    return ForkedProcess(server, pid, args, open(read_end, encoding="utf-8"))
 
 
 @dataclass
@@ -23,7 +46,7 @@ class HubProcess:
     env: dict[str, str] = field(default_factory=dict)
     extra_args: list[str] = field(default_factory=list)
     db_url: str | None = None
-    proc: subprocess.Popen[str] | None = None
+    proc: Any = None  # a subprocess.Popen, or a forkserver.ForkedProcess
     url: str = ""
     log_path: Path | None = None
     startup_output: str | None = None
@@ -46,7 +69,7 @@ class HubProcess:
         if self.db_url:
             cmd += ["--db", self.db_url]
         with open(self.log_path, "w") as log:  # the child keeps its own copy of the fd
-            self.proc = subprocess.Popen(
+            self.proc = _forked(cmd[1:], env, log) or subprocess.Popen(
                 cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env
             )
         deadline = time.monotonic() + timeout
