@@ -854,7 +854,15 @@ function notifyWakeups(items) {
   }
 }
 
-api.onUnauthorized((err) => signOut(`Signed out: ${err.message}.`));
+// A token refused at sign-in (or on a reload) was never signed in: say it was not accepted,
+// not "Signed out".
+api.onUnauthorized((err) =>
+  signOut(
+    state.me
+      ? `Signed out: ${err.message}.`
+      : `That token was not accepted by this hub (${err.message}). Check that it is whole, or ask for a new one.`,
+  ),
+);
 $("signin-form").addEventListener("submit", signIn);
 $("sign-out").addEventListener("click", () => signOut("You signed out."));
 $("older").addEventListener("click", loadOlder);
