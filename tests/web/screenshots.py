@@ -49,7 +49,8 @@ def seed(hub: HubProcess) -> dict[str, str]:
         hub, t["writer"], s.room, "Draft is in notes.md", in_reply_to=e1["id"], reply_kind="result"
     )
     with hub.client(t["omar"]) as c:
-        r = c.post(f"/v1/rooms/{s.room}/events/{done['id']}/reactions", json={"emoji": "🎉"})
+        # A glyph the headless Chromium's fonts have (DejaVu; no colour emoji font is installed).
+        r = c.post(f"/v1/rooms/{s.room}/events/{done['id']}/reactions", json={"emoji": "❤"})
         assert r.status_code in (200, 201), r.text
     post(hub, t["omar"], s.room, "Reads well. One typo in the second line.")
     with hub.client(t["planner"]) as c:
