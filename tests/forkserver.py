@@ -12,7 +12,8 @@ command line in `ps` is the server's, and variables read at interpreter start (P
 the server's — a command whose environment changes one of those is started the usual way
 (`ForkServer.fits`).
 
-Used by `hubproc.HubProcess.start` when `hubproc.FORK_SERVER` is on (the suite's conftest).
+Used by `hubproc.HubProcess.start`, `clirun.agentpost` and `workerproc.WorkerProcess.start`
+when `hubproc.FORK_SERVER` is on (the suite's conftest).
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ PRELOAD = (
     "uvloop",
     "psycopg",
     "psycopg_pool",
+    "agentpost.cli.connect",
+    "agentpost.connect.worker",
+    "acp",  # the Worker loads the ACP SDK when it starts its agent
+    "acp.client.connection",
+    "acp.schema",
 )
 MAX_MESSAGE = 1 << 20
 
@@ -245,8 +251,10 @@ class ForkServer:
                 except BrokenPipeError:
                     pass
 
-        threads = [threading.Thread(target=t, args=a, daemon=True)
-                   for t, a in ((drain, (out_r,)), (drain, (err_r,)), (feed, ()))]
+        threads = [
+            threading.Thread(target=t, args=a, daemon=True)
+            for t, a in ((drain, (out_r,)), (drain, (err_r,)), (feed, ()))
+        ]
         for t in threads:
             t.start()
         try:

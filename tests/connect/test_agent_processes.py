@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import agentpost
+import hubproc
 from conftest import AGENTS, Connected, WorkerProcess, agent_cmd, quiet_for, wait_for
 from hubproc import HubProcess
 
@@ -269,7 +270,11 @@ def test_a_recorded_process_that_is_not_ours_is_left_alone(
             p.wait()
 
 
-def test_the_agent_and_its_keeper_get_no_hub_token(connected: Connected, tmp_path: Path) -> None:
+def test_the_agent_and_its_keeper_get_no_hub_token(
+    connected: Connected, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Worker started fresh: a fork's /proc/<pid>/environ is its fork server's.
+    monkeypatch.setattr(hubproc, "FORK_SERVER", False)
     folder = tmp_path / "stubborn"
     w = _stubborn(connected, folder)
     agent = _agent(folder, 1)

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import agentpost
+import hubproc
 from conftest import AGENTS, ECHO_AGENT, Connected, WorkerProcess, agent_cmd
 from hubproc import HubProcess
 
@@ -34,6 +35,13 @@ pytestmark = [
 
 SNOOP = AGENTS / "snoop_agent.py"
 REFUSED_MODE = "is open to other users"
+
+
+@pytest.fixture(autouse=True)
+def fresh_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers started fresh, not forked (tests/forkserver.py): a fork's /proc/<pid>/environ
+    is its server's, so these tests would not meet the token there for the flag to guard."""
+    monkeypatch.setattr(hubproc, "FORK_SERVER", False)
 
 
 @pytest.fixture
