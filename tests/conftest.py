@@ -56,7 +56,33 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return 2 * (cores or 1)
 
 
+# Modules whose tests run long (real agents, Workers killed and waited out, whole walks):
+# started first, so no worker begins one at the end of the run while the others sit idle.
+# The order inside each module is kept, and so is the order of every other module.
+LONG_FIRST = (
+    "tests/ag2/test_agent_connect.py",
+    "tests/ag2/test_one_lease.py",
+    "tests/interop/",
+    "tests/integration/test_docs_together.py",
+    "tests/connect/test_worker_lease.py",
+    "tests/connect/test_expired_wakeups.py",
+    "tests/connect/test_agent_processes.py",
+    "tests/integration/test_openapi.py",
+    "tests/integration/test_multiprocess.py",
+    "tests/chaos/",
+)
+
+
+def _long_rank(item: pytest.Item) -> int:
+    where = item.nodeid.split("::", 1)[0]
+    for rank, prefix in enumerate(LONG_FIRST):
+        if where.startswith(prefix):
+            return rank
+    return len(LONG_FIRST)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_long_rank)  # stable: every module keeps its own order
     # A test marked sqlite_only reaches into the SQLite file itself: no PostgreSQL twin.
     for item in items:
         callspec = getattr(item, "callspec", None)
