@@ -64,8 +64,12 @@ def _serve(sock: socket.socket) -> None:
             pass
     assert threading.active_count() == 1, "a fork server must not run threads"
     sock.send(b'{"ready": true}')
+    # A pid comes round again in a long run (pid_max may be 32768): every child is known by
+    # the number of its job, never by its pid alone.
+    jobs: dict[int, int] = {}
+    count = 0
     while True:
-        _reap(sock)
+        _reap(sock, jobs)
         readable, _, _ = select.select([sock], [], [], 0.02)
         if not readable:
             continue
@@ -73,15 +77,17 @@ def _serve(sock: socket.socket) -> None:
         if not msg:  # the test worker is gone
             os._exit(0)
         job = json.loads(msg)
+        count += 1
         pid = os.fork()
         if pid == 0:
             _become(job, fds, sock)  # never returns
+        jobs[pid] = count
         for fd in fds:
             os.close(fd)
-        sock.send(json.dumps({"pid": pid}).encode())
+        sock.send(json.dumps({"pid": pid, "job": count}).encode())
 
 
-def _reap(sock: socket.socket) -> None:
+def _reap(sock: socket.socket, jobs: dict[int, int]) -> None:
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -89,7 +95,8 @@ def _reap(sock: socket.socket) -> None:
             return
         if pid == 0:
             return
-        sock.send(json.dumps({"exit": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
+        code = os.waitstatus_to_exitcode(status)
+        sock.send(json.dumps({"exit": jobs.pop(pid), "code": code}).encode())
 
 
 def _become(job: dict[str, Any], fds: list[int], sock: socket.socket) -> None:
@@ -132,9 +139,11 @@ def _become(job: dict[str, Any], fds: list[int], sock: socket.socket) -> None:
 class ForkedProcess:
     """The parts of `subprocess.Popen` the suite uses, for a process the server forked."""
 
-    def __init__(self, server: ForkServer, pid: int, args: list[str], stdout: IO[str] | None):
+    def __init__(
+        self, server: ForkServer, started: tuple[int, int], args: list[str], stdout: IO[str] | None
+    ):
         self._server = server
-        self.pid = pid
+        self.pid, self._job = started
         self.args = args
         self.stdout = stdout
         self.stdin = None
@@ -143,12 +152,12 @@ class ForkedProcess:
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self._server.exit_code(self.pid)
+            self.returncode = self._server.exit_code(self._job)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            code = self._server.wait_exit(self.pid, timeout)
+            code = self._server.wait_exit(self._job, timeout)
             if code is None:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0)
             self.returncode = code
@@ -202,7 +211,7 @@ class ForkServer:
             raise OSError("the fork server did not start")
         self._cond = threading.Condition()
         self._exits: dict[int, int] = {}
-        self._pids: list[int] = []
+        self._started: list[tuple[int, int]] = []  # (pid, job) answers, in order
         self._ask = threading.Lock()
         threading.Thread(target=self._read, name="fork-server", daemon=True).start()
         atexit.register(self.close)
@@ -215,15 +224,16 @@ class ForkServer:
 
     def start(
         self, args: list[str], env: dict[str, str], cwd: str, stdin: int, stdout: int, stderr: int
-    ) -> int:
+    ) -> tuple[int, int]:
+        """Fork `agentpost ARGS`: its (pid, job number)."""
         job = json.dumps({"args": args, "env": env, "cwd": cwd}).encode()
         with self._ask:
             socket.send_fds(self._sock, [job], [stdin, stdout, stderr])
             with self._cond:
-                while not self._pids:
+                while not self._started:
                     if not self._cond.wait(30):
                         raise OSError("the fork server did not answer")
-                return self._pids.pop(0)
+                return self._started.pop(0)
 
     def run(
         self, args: list[str], env: dict[str, str], input: str | None, timeout: float
@@ -233,11 +243,11 @@ class ForkServer:
         pipes = [os.pipe() for _ in range(3)]
         (in_r, in_w), (out_r, out_w), (err_r, err_w) = pipes
         try:
-            pid = self.start(args[3:], env, os.getcwd(), in_r, out_w, err_w)
+            started = self.start(args[3:], env, os.getcwd(), in_r, out_w, err_w)
         finally:
             for fd in (in_r, out_w, err_w):
                 os.close(fd)
-        proc = ForkedProcess(self, pid, args, None)
+        proc = ForkedProcess(self, started, args, None)
         got: dict[int, bytes] = {}
 
         def drain(fd: int) -> None:
@@ -269,14 +279,14 @@ class ForkServer:
         err = got.get(err_r, b"").decode("utf-8", "replace")
         return subprocess.CompletedProcess(args, code, out, err)
 
-    def exit_code(self, pid: int) -> int | None:
+    def exit_code(self, job: int) -> int | None:
         with self._cond:
-            return self._exits.get(pid)
+            return self._exits.get(job)
 
-    def wait_exit(self, pid: int, timeout: float | None) -> int | None:
+    def wait_exit(self, job: int, timeout: float | None) -> int | None:
         with self._cond:
-            self._cond.wait_for(lambda: pid in self._exits, timeout)
-            return self._exits.get(pid)
+            self._cond.wait_for(lambda: job in self._exits, timeout)
+            return self._exits.get(job)
 
     def _read(self) -> None:
         while True:
@@ -289,7 +299,7 @@ class ForkServer:
             note = json.loads(msg)
             with self._cond:
                 if "pid" in note:
-                    self._pids.append(note["pid"])
+                    self._started.append((note["pid"], note["job"]))
                 else:
                     self._exits[note["exit"]] = note["code"]
                 self._cond.notify_all()

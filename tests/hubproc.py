@@ -35,9 +35,9 @@ def _forked(args: list[str], env: dict[str, str], log: IO[str]) -> Any:
         return None
     read_end, write_end = os.pipe()
     with open(os.devnull, "rb") as null:
-        pid = server.start(args[2:], env, os.getcwd(), null.fileno(), write_end, log.fileno())
+        started = server.start(args[2:], env, os.getcwd(), null.fileno(), write_end, log.fileno())
     os.close(write_end)
-    return ForkedProcess(server, pid, args, open(read_end, encoding="utf-8"))
+    return ForkedProcess(server, started, args, open(read_end, encoding="utf-8"))
 
 
 @dataclass

@@ -53,10 +53,10 @@ class WorkerProcess:
             return None
         args = ["connect", *self.args]
         with open(os.devnull, "rb") as null:
-            pid = server.start(
+            started = server.start(
                 args, self.env, os.getcwd(), null.fileno(), log.fileno(), log.fileno()
             )
-        return ForkedProcess(server, pid, [sys.executable, "-m", "agentpost", *args], None)
+        return ForkedProcess(server, started, [sys.executable, "-m", "agentpost", *args], None)
 
     def _died(self) -> bool:
         return self.proc is not None and self.proc.poll() is not None

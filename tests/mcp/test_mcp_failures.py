@@ -71,7 +71,7 @@ def test_a_hub_killed_mid_session_is_hub_unreachable_and_the_server_keeps_answer
 
     ok, gone, n = mcp_server().run(scenario)
     assert not ok[0]
-    assert gone[0] and gone[1]["error"]["code"] == "hub_unreachable"
+    assert gone[0] and gone[1]["error"]["code"] == "hub_unreachable", gone
     assert gone[1]["error"]["retryable"] is True
     assert n == sorted(spec.name for spec in TOOLS)  # every tool still listed
 

@@ -394,16 +394,22 @@ class Worker:
             if isinstance(found, HubRefused) and found.status in (403, 404):
                 return f"{self.me} is no longer in the room ({found.code})"
             raise found
-        if who not in found.participants:
-            return f"{who} left the room"
+        # Removed first: a removed member is no participant either (the hub leaves removed
+        # members out of every participant list), and "was removed" is the truer word.
         if isinstance(member, BaseException):
             if isinstance(member, HubRefused) and member.status == 404:
                 return f"{who} was removed ({member.code})"
+            if who not in found.participants:
+                return f"{who} left the room"
             raise member
         if self.admission is not None:  # an agent collaborator's owner, as the hub says now
             owner_id = member.owner_id if member.status == "active" else None
             self.admission.learned_owner(who, Owned(member.id, owner_id))
-        return None if member.status == "active" else f"{who} was removed"
+        if member.status != "active":
+            return f"{who} was removed"
+        if who not in found.participants:
+            return f"{who} left the room"
+        return None
 
     def _binding_of(self, session_id: str) -> str | None:
         """The binding issued in this live ACP session (usable only from it, docs/deliver.md "The
