@@ -43,6 +43,8 @@ PRELOAD = (
     "psycopg",
     "psycopg_pool",
     "agentpost.cli.connect",
+    "agentpost.cli.mail",
+    "agentpost.mail.commands",
     "agentpost.connect.worker",
     "acp",  # the Worker loads the ACP SDK when it starts its agent
     "acp.client.connection",
@@ -236,14 +238,19 @@ class ForkServer:
                 return self._started.pop(0)
 
     def run(
-        self, args: list[str], env: dict[str, str], input: str | None, timeout: float
+        self,
+        args: list[str],
+        env: dict[str, str],
+        input: str | None,
+        timeout: float,
+        cwd: str | os.PathLike[str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """`subprocess.run(args, capture_output=True, text=True, input=…)` for `args` =
         `[python, "-m", "agentpost", …]`."""
         pipes = [os.pipe() for _ in range(3)]
         (in_r, in_w), (out_r, out_w), (err_r, err_w) = pipes
         try:
-            started = self.start(args[3:], env, os.getcwd(), in_r, out_w, err_w)
+            started = self.start(args[3:], env, str(cwd or os.getcwd()), in_r, out_w, err_w)
         finally:
             for fd in (in_r, out_w, err_w):
                 os.close(fd)

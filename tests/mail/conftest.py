@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+import hubproc
+from forkserver import ForkServer
+
 
 def git_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTPOST_", "GIT_"))}
@@ -73,15 +76,20 @@ class Clone:
         if now is not None:
             run_env["AGENTPOST_MAIL_NOW"] = now
         run_env.update(env or {})
-        proc = subprocess.run(
-            [sys.executable, "-m", "agentpost", "mail", *args],
-            cwd=self.path,
-            env=run_env,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        argv = [sys.executable, "-m", "agentpost", "mail", *args]
+        server = ForkServer.get() if hubproc.FORK_SERVER else None
+        if server is not None and server.fits(run_env):  # a fork, not a Python start
+            proc = server.run(argv, run_env, stdin, 120, cwd=self.path)
+        else:
+            proc = subprocess.run(
+                argv,
+                cwd=self.path,
+                env=run_env,
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
         result = Result(proc.returncode, proc.stdout, proc.stderr)
         if check and proc.returncode != 0:
             raise AssertionError(
