@@ -22,10 +22,12 @@ import atexit
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import traceback
 from pathlib import Path
@@ -45,6 +47,8 @@ PRELOAD = (
     "agentpost.cli.connect",
     "agentpost.cli.mail",
     "agentpost.mail.commands",
+    "agentpost.cli.mcp",
+    "agentpost.mcp.server",  # the mcp SDK: a server loads it in its first second
     "agentpost.connect.worker",
     "acp",  # the Worker loads the ACP SDK when it starts its agent
     "acp.client.connection",
@@ -56,7 +60,10 @@ MAX_MESSAGE = 1 << 20
 # --- the server (its own process) ------------------------------------------------------------
 
 
-def _serve(sock: socket.socket) -> None:
+def _serve(sock: socket.socket, listener: socket.socket) -> None:
+    """Fork a child for each job that comes on `sock` (the test worker's) or on a connection
+    to `listener` (a `forkrun.py` launcher's, for a process a library spawns itself); tell
+    the asker its pid and job number, then its exit code."""
     import importlib
 
     for name in PRELOAD:
@@ -68,28 +75,49 @@ def _serve(sock: socket.socket) -> None:
     sock.send(b'{"ready": true}')
     # A pid comes round again in a long run (pid_max may be 32768): every child is known by
     # the number of its job, never by its pid alone.
-    jobs: dict[int, int] = {}
+    jobs: dict[int, tuple[int, socket.socket]] = {}
+    launchers: list[socket.socket] = []
     count = 0
     while True:
-        _reap(sock, jobs)
-        readable, _, _ = select.select([sock], [], [], 0.02)
-        if not readable:
-            continue
-        msg, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 3)
-        if not msg:  # the test worker is gone
-            os._exit(0)
-        job = json.loads(msg)
-        count += 1
-        pid = os.fork()
-        if pid == 0:
-            _become(job, fds, sock)  # never returns
-        jobs[pid] = count
-        for fd in fds:
-            os.close(fd)
-        sock.send(json.dumps({"pid": pid, "job": count}).encode())
+        _reap(jobs, launchers)
+        readable, _, _ = select.select([sock, listener, *launchers], [], [], 0.02)
+        for ready in readable:
+            if ready is listener:
+                conn, _ = listener.accept()
+                launchers.append(conn)
+                continue
+            try:
+                msg, fds, _, _ = socket.recv_fds(ready, MAX_MESSAGE, 3)
+            except OSError:
+                msg, fds = b"", []
+            if not msg:
+                if ready is sock:  # the test worker is gone
+                    os._exit(0)
+                launchers.remove(ready)  # a launcher gone: its child runs on, unreported
+                for pid, (number, asker) in list(jobs.items()):
+                    if asker is ready:
+                        jobs[pid] = (number, sock)
+                ready.close()
+                continue
+            job = json.loads(msg)
+            count += 1
+            pid = os.fork()
+            if pid == 0:
+                _become(job, fds, [sock, listener, *launchers])  # never returns
+            jobs[pid] = (count, ready)
+            for fd in fds:
+                os.close(fd)
+            _tell(ready, {"pid": pid, "job": count})
 
 
-def _reap(sock: socket.socket, jobs: dict[int, int]) -> None:
+def _tell(to: socket.socket, note: dict[str, Any]) -> None:
+    try:
+        to.send(json.dumps(note).encode())
+    except OSError:
+        pass  # a launcher that is gone
+
+
+def _reap(jobs: dict[int, tuple[int, socket.socket]], launchers: list[socket.socket]) -> None:
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -97,15 +125,16 @@ def _reap(sock: socket.socket, jobs: dict[int, int]) -> None:
             return
         if pid == 0:
             return
-        code = os.waitstatus_to_exitcode(status)
-        sock.send(json.dumps({"exit": jobs.pop(pid), "code": code}).encode())
+        number, asker = jobs.pop(pid)
+        _tell(asker, {"exit": number, "code": os.waitstatus_to_exitcode(status)})
 
 
-def _become(job: dict[str, Any], fds: list[int], sock: socket.socket) -> None:
+def _become(job: dict[str, Any], fds: list[int], socks: list[socket.socket]) -> None:
     """In the forked child: become `python -m agentpost ARGS` and end as an interpreter ends."""
     code: object = 0
     try:
-        sock.close()
+        for sock in socks:
+            sock.close()
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         os.closerange(3, 4096)  # as subprocess's close_fds
@@ -200,13 +229,19 @@ class ForkServer:
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._dir = tempfile.mkdtemp(prefix="forkserver-")
+        self.path = os.path.join(self._dir, "socket")  # where forkrun.py launchers ask
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        listener.bind(self.path)
+        listener.listen(64)
         self._proc = subprocess.Popen(
-            [sys.executable, __file__, str(theirs.fileno())],
-            pass_fds=[theirs.fileno()],
+            [sys.executable, __file__, str(theirs.fileno()), str(listener.fileno())],
+            pass_fds=[theirs.fileno(), listener.fileno()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
         )
         theirs.close()
+        listener.close()
         self._sock = ours
         ready = ours.recv(MAX_MESSAGE)
         if json.loads(ready or b"{}").get("ready") is not True:
@@ -319,7 +354,8 @@ class ForkServer:
         if self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait(10)
+        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    _serve(socket.socket(fileno=int(sys.argv[1])))
+    _serve(socket.socket(fileno=int(sys.argv[1])), socket.socket(fileno=int(sys.argv[2])))

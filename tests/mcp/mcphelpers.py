@@ -19,7 +19,11 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+import hubproc
+from forkserver import ForkServer
 from hubproc import Setup
+
+FORKRUN = Path(__file__).resolve().parents[1] / "forkrun.py"
 
 T = TypeVar("T")
 
@@ -43,6 +47,11 @@ class McpServer:
         args = ["-m", "agentpost", "mcp", *self.extra_args]
         for r in self.roots:
             args += ["--allow-root", str(r)]
+        server = ForkServer.get() if hubproc.FORK_SERVER else None
+        if server is not None and server.fits(env):
+            # Forked by the fork server through a launcher the SDK spawns (tests/forkrun.py):
+            # the server process reads and writes the SDK's own pipes.
+            args = ["-I", "-S", str(FORKRUN), server.path, *args]
         return StdioServerParameters(command=sys.executable, args=args, env=env, cwd=self.cwd)
 
     def run(self, scenario: Callable[[Client], Awaitable[T]]) -> T:
@@ -60,7 +69,9 @@ async def call(client: Client, tool: str, args: dict[str, Any] | None = None) ->
     return result.is_error, result.structured_content
 
 
-def events_of(setup: Setup, room: str | None = None, token_of: str = "alice") -> list[dict[str, Any]]:
+def events_of(
+    setup: Setup, room: str | None = None, token_of: str = "alice"
+) -> list[dict[str, Any]]:
     with setup.hub.client(setup.tokens[token_of]) as c:
         r = c.get(f"/v1/rooms/{room or setup.room}/events", params={"limit": 1000})
         assert r.status_code == 200, r.text
